@@ -1,0 +1,71 @@
+# relbook — one entry point for set-up, tests, the book and the experiments.
+#   make test   CI's command: venv + install + export check + clean check + nbdev_test (smoke) + pytest
+#   make book   builds the Jupyter Book into _build/html from the notebooks' stored outputs
+# A GPU user picks their own torch build: make test TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PROFILE ?= quick
+NB_WORKERS ?= 2
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.relbook-installed
+
+.PHONY: help venv export check-export check-clean nbtest pytest test book notebooks experiments clean
+
+help:
+	@echo "make test | make book | make notebooks PROFILE=quick|full | make experiments PROFILE=full"
+
+$(STAMP): settings.ini setup.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH_SPEC)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+export: venv
+	$(BIN)/nbdev_export
+
+# The package is generated from the notebooks: exporting must not change what is committed.
+check-export: export
+	@if [ -n "$$(git status --porcelain -- relbook)" ]; then \
+	  git status --short -- relbook; git --no-pager diff --stat -- relbook; \
+	  echo "FAIL: nbdev_export changed relbook/ — export the notebooks and commit the result"; exit 1; fi
+	@echo "ok: relbook/ matches the notebooks"
+
+# Notebooks are committed clean (nbdev_clean): cleaning must not change them.
+check-clean: venv
+	$(BIN)/nbdev_clean
+	@if [ -n "$$(git status --porcelain -- nbs)" ]; then \
+	  git status --short -- nbs; echo "FAIL: notebooks are not clean — run nbdev_clean and commit"; exit 1; fi
+	@echo "ok: notebooks are clean"
+
+nbtest: export
+	RELBOOK_PROFILE=smoke RELBOOK_PROGRESS=0 $(BIN)/nbdev_test --n_workers $(NB_WORKERS) --timing 2>&1 | tee .nbtest.log
+	@echo "Slowest notebooks:"; grep -E '^[^ ].*\.ipynb' .nbtest.log | sort -t: -k2 -gr 2>/dev/null | head -5 || true
+
+pytest: export
+	RELBOOK_PROFILE=smoke $(BIN)/python -m pytest tests/ -q
+
+test: check-export check-clean nbtest pytest
+	@echo "make test: all checks passed"
+
+book: export
+	$(BIN)/jupyter-book build . --builder html
+	@echo "book: $$(pwd)/_build/html/index.html"
+
+# Re-run every notebook in place at a profile (quick on CPU, full on a GPU) and store its outputs.
+notebooks: export
+	for nb in nbs/[0-9]*.ipynb; do \
+	  RELBOOK_PROFILE=$(PROFILE) RELBOOK_PROGRESS=0 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=-1 $$nb || exit 1; done
+	$(BIN)/nbdev_clean
+
+# Run every registered experiment at a profile without Jupyter (what a GPU machine runs).
+experiments: export
+	$(BIN)/relbook run all --profile $(PROFILE)
+
+clean:
+	rm -rf _build .nbtest.log
