@@ -53,7 +53,7 @@ test: check-export check-clean nbtest pytest
 	@echo "make test: all checks passed"
 
 book: export
-	$(BIN)/jupyter-book build . --builder html
+	$(BIN)/jupyter-book build . --builder html -W --keep-going
 	@echo "book: $$(pwd)/_build/html/index.html"
 
 # Re-run every notebook in place at a profile (quick on CPU, full on a GPU) and store its outputs.

@@ -74,11 +74,12 @@ def repo_root(start: str | Path | None = None) -> Path | None:
     return None
 
 def git_sha(short: bool = True) -> str:
-    "The current commit of the relbook checkout (with '+dirty' if modified), or 'unknown'."
+    "The current commit of the relbook checkout (with '+dirty' if modified), `$RELBOOK_GIT_SHA`, or 'unknown'."
+    if os.environ.get('RELBOOK_GIT_SHA'): return os.environ['RELBOOK_GIT_SHA']   # e.g. a copy without .git
     root = repo_root() or repo_root(Path(__file__).parent)
     if root is None: return 'unknown'
     try:
-        sha = subprocess.run(['git', 'rev-parse', '--short' if short else 'HEAD'], cwd=root,
+        sha = subprocess.run(['git', 'rev-parse', *(['--short'] if short else []), 'HEAD'], cwd=root,
                              capture_output=True, text=True, timeout=10).stdout.strip()
         dirty = subprocess.run(['git', 'status', '--porcelain', '--', 'relbook'], cwd=root,
                                capture_output=True, text=True, timeout=10).stdout.strip()

@@ -313,13 +313,14 @@ def store_for(name: str, profile: str | None = None) -> ResultsStore:
     profile = profile or get_profile()
     return ResultsStore(results_dir(profile) / f'{name}-{profile}.jsonl')
 
-def _in_shard(i: int) -> bool:
-    "Whether trial i belongs to this process under `$RELBOOK_SHARD='k/n'` (parallel workers share one store)."
+def _shard() -> tuple[int, int]:
+    "This process's share `(k, n)` of every sweep from `$RELBOOK_SHARD='k/n'`: trials i with i % n == k."
     spec = os.environ.get('RELBOOK_SHARD')
-    if not spec: return True
-    try: k, n = map(int, spec.split('/')); assert 0 <= k < n
-    except (ValueError, AssertionError): raise ValueError(f"RELBOOK_SHARD must look like 'k/n' with 0 <= k < n, got {spec!r}")
-    return i % n == k
+    if not spec: return 0, 1
+    try: k, n = map(int, spec.split('/'))
+    except ValueError: k, n = -1, 0
+    if not 0 <= k < n: raise ValueError(f"RELBOOK_SHARD must look like 'k/n' with 0 <= k < n, got {spec!r}")
+    return k, n
 
 def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict], *,
               store: ResultsStore | None = None, progress: bool | None = None) -> pd.DataFrame:
@@ -327,8 +328,8 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     store = store or store_for(name)
     keys = [trial_key(p) for p in trials]
     if len(set(keys)) != len(keys): raise ValueError(f"trials of {name!r} contain duplicates")
-    done = store.done()
-    todo = [p for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and _in_shard(i)]
+    (shard, n_shards), done = _shard(), store.done()      # parallel workers split the trials, share the store
+    todo = [p for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and i % n_shards == shard]
     ck_dir = store.path.parent / 'checkpoints' / name
     for p in tqdm(todo, desc=f'{name} [{get_profile()}]', disable=not _progress_enabled(progress)):
         seed_everything(int(p.get('seed', 0)))
@@ -387,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if a.device: os.environ['RELBOOK_DEVICE'] = a.device
     if a.shard:
-        os.environ['RELBOOK_SHARD'] = a.shard; _in_shard(0)           # validate before any work
+        os.environ['RELBOOK_SHARD'] = a.shard; _shard()               # validate before any work
     names = sorted(exps) if a.names == ['all'] else a.names
     for n in names:
         t0 = time.perf_counter(); df = run_experiment(n, a.profile)

@@ -200,10 +200,10 @@ def recovery_trial(m: int, ratio: float, eps: float, corruption: str, seed: int)
 @experiment('recovery_phase_transition')
 def recovery_phase_transition() -> pd.DataFrame:
     "Theorem 3.2: exact-recovery rate of the LP (3.10) over corruption fraction ε × redundancy d/m."
-    m = by_profile(smoke=8, quick=20, full=40)
+    m = by_profile(smoke=8, quick=20, full=30)
     eps = by_profile(smoke=[0.0, 0.2, 0.4], quick=np.linspace(0, 0.5, 11), full=np.linspace(0, 0.5, 21))
     trials = grid(m=[m], corruption=list(CORRUPTIONS), ratio=list(by_profile([1, 2, 4], RATIOS, RATIOS)),
-                  eps=[round(float(e), 4) for e in eps], seed=list(range(by_profile(1, 4, 8))))
+                  eps=[round(float(e), 4) for e in eps], seed=list(range(by_profile(1, 4, 6))))
     return run_sweep('recovery_phase_transition', trials, recovery_trial)
 
 # %% ../nbs/02_message_passing.ipynb #c037
@@ -246,7 +246,7 @@ def robust_lasso_rate() -> pd.DataFrame:
     "Eq. 3.18: error of the robust lasso (3.16) against √(k log(2m)/d), sweeping d and k."
     m = by_profile(smoke=40, quick=200, full=400)
     ds = by_profile(smoke=[16, 36], quick=[50, 70, 100, 140, 190], full=[60, 80, 110, 150, 200, 270, 390])
-    ks = by_profile(smoke=[2, 4], quick=[2, 4, 8], full=[2, 4, 8, 16])
+    ks = by_profile(smoke=[2, 4], quick=[1, 2, 4, 8], full=[1, 2, 4, 8, 16])
     trials = grid(m=[m], d=ds, k=ks, lam_c=[0.5, 1.0], eps=[0.1], sigma=[0.1],
                   n_cols=[by_profile(4, 8, 10)], seed=list(range(by_profile(1, 2, 4))))
     return run_sweep('robust_lasso_rate', trials, lasso_trial)

@@ -24,12 +24,12 @@ def set_style(dpi: int = 80) -> None:
                                 'axes.spines.top': False, 'axes.spines.right': False})
 
 def summarize(df: pd.DataFrame, by: Sequence[str], y: str) -> pd.DataFrame:
-    "Mean, standard error and count of `y` per group `by` (SE = std/√n, 0 for one seed)."
+    "Columns mean, se, count of `y` per group `by` (SE = std/√count, 0 for a single run)."
     missing = [c for c in (*by, y) if c not in df.columns]
     if missing: raise ValueError(f"df lacks columns {missing}; it has {list(df.columns)}")
-    g = df.groupby(list(by))[y]
-    out = g.agg(['mean', 'std', 'count']).reset_index().rename(columns={'count': 'n'})
-    out['se'] = (out['std'].fillna(0.0) / np.sqrt(out['n'])).astype(float)
+    if {'mean', 'se', 'count'} & set(by): raise ValueError(f"by must not use the output names mean/se/count, got {list(by)}")
+    out = df.groupby(list(by))[y].agg(['mean', 'std', 'count']).reset_index()
+    out['se'] = (out['std'].fillna(0.0) / np.sqrt(out['count'])).astype(float)
     return out.drop(columns='std')
 
 # %% ../nbs/92_plotting.ipynb #c006
@@ -43,7 +43,7 @@ def learning_curves(df: pd.DataFrame, x: str, y: str, hue: str = 'model', ax: pl
         d = s[s[hue] == h].sort_values(x)
         if d.empty: continue
         c = PALETTE[i % len(PALETTE)]
-        ax.plot(d[x], d['mean'], marker='o', ms=3, color=c, label=f"{h} (n={int(d['n'].min())})")
+        ax.plot(d[x], d['mean'], marker='o', ms=3, color=c, label=f"{h} (n={int(d['count'].min())})")
         ax.fill_between(d[x], d['mean'] - band * d['se'], d['mean'] + band * d['se'], color=c, alpha=0.2, lw=0)
     if logx: ax.set_xscale('log')
     ax.set_xlabel(xlabel or x); ax.set_ylabel(ylabel or y)

@@ -1,0 +1,151 @@
+"""The lab's public API: profiles, argument checks, the training loop, the store, sweeps and the CLI."""
+import json
+import pytest
+import torch
+import torch.nn as nn
+from relbook import core, harness, plotting
+from relbook.harness import (Classification, Regression, Seq2Seq, TrainConfig, ResultsStore, fit, grid,
+                             run_sweep, split_sizes, experiment, EXPERIMENTS, main)
+
+
+def test_profile_switch(monkeypatch):
+    monkeypatch.setenv('RELBOOK_PROFILE', 'quick')
+    assert core.get_profile() == 'quick'
+    with core.using_profile('full'):
+        assert core.by_profile(1, 2, 3) == 3
+    assert core.get_profile() == 'quick'
+    monkeypatch.setenv('RELBOOK_PROFILE', 'bogus')
+    with pytest.raises(ValueError, match='profile must be one of'):
+        core.get_profile()
+
+
+def test_check_shape_messages():
+    with pytest.raises(ValueError, match=r'x must have shape \(b, 3\)'):
+        core.check_shape(torch.zeros(2, 4), 'x', ('b', 3))
+    with pytest.raises(ValueError, match='n_heads must be a positive int'):
+        core.check_positive(True, 'n_heads')
+    assert core.check_shape(torch.zeros(2, 3), 'x', ('b', 3)) == {'b': 2}
+
+
+def test_seed_everything_is_deterministic():
+    core.seed_everything(3); a = torch.randn(4)
+    core.seed_everything(3); assert torch.equal(a, torch.randn(4))
+
+
+def test_git_sha_override(monkeypatch):
+    monkeypatch.setenv('RELBOOK_GIT_SHA', 'abc123')
+    assert core.provenance()['git_sha'] == 'abc123'
+
+
+def _blobs(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    return torch.randn(n, 2, generator=g) + 2 * y[:, None] - 1, y
+
+
+def test_fit_learns_and_restores_best():
+    torch.manual_seed(0)
+    model = nn.Linear(2, 2)
+    res = fit(model, Classification(), _blobs(256, 0), _blobs(128, 1),
+              TrainConfig(lr=0.05, max_epochs=30, monitor='acc', mode='max'), device='cpu', progress=False)
+    acc = Classification().evaluate(model, _blobs(128, 1))['acc']
+    assert acc > 0.9 and acc == pytest.approx(res.best_score)
+    assert len(res.history) == 30 and res.steps == 30 * 4
+
+
+def test_train_config_rejects_bad_values():
+    with pytest.raises(ValueError, match='optimizer must be one of'):
+        TrainConfig(optimizer='sgd')
+    with pytest.raises(ValueError, match='batch_size must be a positive int'):
+        TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match='schedule must be one of'):
+        TrainConfig(schedule='step')
+
+
+def test_fit_rejects_mismatched_data():
+    with pytest.raises(ValueError, match='train tensors must share'):
+        fit(nn.Linear(2, 2), Classification(), (torch.zeros(4, 2), torch.zeros(3)), None, progress=False)
+
+
+def test_regression_metrics_by_hand():
+    model = nn.Linear(1, 1, bias=False)
+    with torch.no_grad(): model.weight.fill_(1.0)
+    x = torch.tensor([[1.0], [2.0]]); y = torch.tensor([[1.0], [4.0]])
+    m = Regression().evaluate(model, (x, y))
+    assert m['loss'] == pytest.approx(2.0) and m['max_err'] == pytest.approx(2.0)
+
+
+def test_seq2seq_trains_copy_task():
+    "A tiny GRU encoder-decoder learns to copy: the seq2seq path of fit and its metrics work end to end."
+    class Copy(nn.Module):
+        def __init__(self, V=6, d=32):
+            super().__init__(); self.emb = nn.Embedding(V, d); self.enc = nn.GRU(d, d, batch_first=True)
+            self.dec = nn.GRU(2 * d, d, batch_first=True); self.out = nn.Linear(d, V)
+        def forward(self, src, tgt_in):
+            e, h = self.enc(self.emb(src))
+            ctx = e[:, :tgt_in.shape[1]]                       # position-aligned context
+            return self.out(self.dec(torch.cat([self.emb(tgt_in), ctx], -1), h)[0])
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(2, 6, (512, 5), generator=g)
+    tgt = torch.cat([torch.ones(512, 1, dtype=torch.long), src], 1)     # bos = 1
+    model = Copy()
+    fit(model, Seq2Seq(pad_id=0), (src[:448], tgt[:448]), (src[448:], tgt[448:]),
+        TrainConfig(lr=1e-2, max_epochs=30, batch_size=64), device='cpu', progress=False)
+    m = Seq2Seq(pad_id=0).evaluate(model, (src[448:], tgt[448:]))
+    assert m['acc'] > 0.95 and m['seq_acc'] > 0.8, m
+
+
+def test_store_and_sweep_resume(tmp_path):
+    calls = []
+    def trial(model, n, seed):
+        calls.append(1); return {'score': n * 10 + seed}
+    store = ResultsStore(tmp_path / 'x.jsonl')
+    trials = grid(model=['a'], n=[1, 2], seed=[0, 1])
+    df = run_sweep('x', trials, trial, store=store, progress=False)
+    assert len(calls) == 4 and sorted(df.score) == [10, 11, 20, 21]
+    assert {'git_sha', 'profile', 'device', 'seed', 'wall_time_s'} <= set(df.columns)
+    run_sweep('x', trials + grid(model=['a'], n=[3], seed=[0]), trial, store=store, progress=False)
+    assert len(calls) == 5                                  # only the new trial ran
+    (tmp_path / 'x.jsonl').open('a').write('{"torn": ')     # a crash mid-write
+    with pytest.warns(UserWarning, match='malformed'):
+        assert len(store.rows()) == 5
+    assert (tmp_path / 'x.csv').exists()
+
+
+def test_sweep_shards(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path / 's.jsonl')
+    trials = grid(n=[1, 2, 3, 4, 5])
+    monkeypatch.setenv('RELBOOK_SHARD', '1/2')
+    df = run_sweep('s', trials, lambda n: {'v': n}, store=store, progress=False)
+    assert sorted(df.n) == [2, 4]
+    monkeypatch.setenv('RELBOOK_SHARD', '0/2')
+    run_sweep('s', trials, lambda n: {'v': n}, store=store, progress=False)
+    monkeypatch.delenv('RELBOOK_SHARD')
+    assert len(run_sweep('s', trials, lambda n: 1 / 0, store=store, progress=False)) == 5
+    monkeypatch.setenv('RELBOOK_SHARD', '2/2')
+    with pytest.raises(ValueError, match='RELBOOK_SHARD'):
+        run_sweep('s', trials, lambda n: {'v': n}, store=store, progress=False)
+
+
+def test_grid_and_split_validation():
+    with pytest.raises(ValueError, match="grid axis 'n' must be a non-empty list"):
+        grid(n=[])
+    with pytest.raises(ValueError, match='fractions must'):
+        split_sizes(10, {'a': 0.8, 'b': 0.8})
+
+
+def test_cli_list_and_run(capsys):
+    assert main(['list']) == 0
+    out = capsys.readouterr().out
+    assert 'kernel_fit' in out and 'order_relation' in out
+    with pytest.raises(SystemExit):
+        main(['run', 'x', '--profile', 'huge'])
+
+
+def test_summarize_and_plot():
+    import pandas as pd
+    df = pd.DataFrame({'model': ['a', 'a', 'b', 'b'], 'n': [1, 1, 1, 1], 'y': [0.0, 1.0, 2.0, 2.0]})
+    s = plotting.summarize(df, ['model', 'n'], 'y')
+    assert s['mean'].tolist() == [0.5, 2.0] and s['se'].tolist()[1] == 0.0
+    ax = plotting.learning_curves(df, 'n', 'y')
+    assert len(ax.lines) == 2

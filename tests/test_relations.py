@@ -1,0 +1,95 @@
+"""Chapter 1 public API: MultiHeadRelation, its reference, CoRelNet, and the experiment trials."""
+import math
+import pytest
+import torch
+import torch.nn as nn
+from relbook.relations import (MultiHeadRelation, multi_head_relation_reference, CoRelNet, PairRelationClassifier,
+                               RELATION_ACTIVATIONS, mlp, order_relation_data, kernel_gram, grid_points,
+                               best_rank_sup_error, order_relation_trial, kernel_fit_trial, relation_activation)
+
+
+@pytest.mark.parametrize('activation', RELATION_ACTIVATIONS)
+@pytest.mark.parametrize('symmetric', [False, True])
+def test_fast_matches_reference(activation, symmetric):
+    torch.manual_seed(0)
+    rel = MultiHeadRelation(5, 2, 3, symmetric=symmetric, activation=activation).double()
+    x, y = torch.randn(2, 4, 5, dtype=torch.float64), torch.randn(2, 3, 5, dtype=torch.float64)
+    mask, y_mask = torch.tensor([[1, 1, 0, 1], [1, 0, 1, 1]]).bool(), torch.tensor([[1, 0, 1], [0, 1, 1]]).bool()
+    for args in [(x,), (x, None, mask), (x, y, mask, y_mask)]:
+        torch.testing.assert_close(rel(*args), multi_head_relation_reference(rel, *args), atol=1e-10, rtol=0)
+
+
+def test_symmetric_relation_is_symmetric_psd():
+    rel = MultiHeadRelation(6, 3, 4, symmetric=True).double()
+    R = rel(torch.randn(1, 20, 6, dtype=torch.float64)).detach()[0]
+    for k in range(3):
+        assert torch.allclose(R[:, :, k], R[:, :, k].T, atol=1e-12)
+        assert torch.linalg.eigvalsh(R[:, :, k]).min() > -1e-10
+
+
+def test_masked_pairs_are_zero_and_softmax_ignores_masked_keys():
+    rel = MultiHeadRelation(3, 1, 2, activation='softmax')
+    x = torch.randn(1, 4, 3); mask = torch.tensor([[True, True, False, True]])
+    R = rel(x, mask=mask)[0, :, :, 0]
+    assert torch.all(R[2] == 0) and torch.all(R[:, 2] == 0)
+    assert torch.allclose(R[[0, 1, 3]].sum(-1), torch.ones(3))
+    # a row whose keys are all masked is zeros, not NaN
+    out = relation_activation(torch.randn(1, 2, 2, 1), 'softmax', torch.zeros(1, 2, dtype=torch.bool))
+    assert torch.all(out == 0)
+
+
+def test_relation_bad_inputs():
+    rel = MultiHeadRelation(4, 2, 3)
+    with pytest.raises(ValueError, match=r'x must have shape \(b, m, 4\)'):
+        rel(torch.randn(2, 3, 5))
+    with pytest.raises(ValueError, match=r'y must have shape \(b, n, 4\) with b=2'):
+        rel(torch.randn(2, 3, 4), torch.randn(3, 3, 4))
+    with pytest.raises(ValueError, match='y_mask must have shape'):
+        rel(torch.randn(2, 3, 4), torch.randn(2, 5, 4), y_mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match='d_p must be a positive int'):
+        MultiHeadRelation(4, 2, -1)
+    with pytest.raises(ValueError, match='depth must be >= 0'):
+        mlp(2, 3, 4, depth=-1)
+
+
+def test_symmetric_shares_weights():
+    rel = MultiHeadRelation(4, 2, 3, symmetric=True)
+    assert rel.W1 is rel.W2 and sum(p.numel() for p in rel.parameters()) == 4 * 6
+
+
+def test_corelnet_shapes_and_symmetry():
+    net = CoRelNet(8, 3, 5)
+    assert net(torch.randn(7, 3, 8)).shape == (7, 5)
+    R = net.relation(torch.randn(2, 3, 8))
+    assert torch.allclose(R.sum(2), torch.ones(2, 3, 1))                  # softmax rows
+    assert CoRelNet(8, 2, 2, symmetric=False).relation.W1 is not CoRelNet(8, 2, 2, symmetric=False).relation.W2
+    with pytest.raises(ValueError, match='x must have shape'):
+        net(torch.randn(7, 2, 8))
+
+
+def test_symmetric_pair_classifier_cannot_order():
+    "r(x, y) = r(y, x) => identical logits for (x, y) and (y, x)."
+    clf = PairRelationClassifier(MultiHeadRelation(8, 4, 16, symmetric=True, embedder=mlp(8, 16, 8), d_e=8))
+    p = torch.randn(10, 2, 8)
+    assert torch.allclose(clf(p), clf(p.flip(1)), atol=1e-6)
+
+
+def test_order_data():
+    X, y, idx = order_relation_data(5, 3, torch.Generator().manual_seed(0))
+    assert X.shape == (25, 2, 3) and y.sum() == 10 and torch.equal(y, (idx[:, 0] < idx[:, 1]).long())
+
+
+def test_mercer_floor():
+    K = kernel_gram('poly2', grid_points(7))
+    assert best_rank_sup_error(K, 6) < 1e-10 < best_rank_sup_error(K, 5)
+    with pytest.raises(ValueError, match='kernel must be one of'):
+        kernel_gram('laplace', grid_points(3))
+
+
+def test_trials_run_and_report():
+    out = order_relation_trial('relation (asym)', 64, 0, 2)
+    assert 0 <= out['test_acc'] <= 1 and out['n_params'] > 0
+    with pytest.raises(ValueError, match='n_train must be <='):
+        order_relation_trial('CoRelNet', 10_000, 0, 1)
+    k = kernel_fit_trial('rbf', 4, 0, 256, 20, 5)
+    assert 0 <= k['truncation_err'] <= 1 and 0 < k['sup_err'] < 10
