@@ -3,6 +3,7 @@
 #   make book   builds the Jupyter Book into _build/html from the notebooks' stored outputs
 # A GPU user picks their own torch build: make test TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
@@ -43,8 +44,8 @@ check-clean: venv
 	@echo "ok: notebooks are clean"
 
 nbtest: export
-	RELBOOK_PROFILE=smoke RELBOOK_PROGRESS=0 $(BIN)/nbdev_test --n_workers $(NB_WORKERS) --timing 2>&1 | tee .nbtest.log
-	@echo "Slowest notebooks:"; grep -E '^[^ ].*\.ipynb' .nbtest.log | sort -t: -k2 -gr 2>/dev/null | head -5 || true
+	@echo "nbdev_test, smoke profile (timings: slowest notebook first)"
+	RELBOOK_PROFILE=smoke RELBOOK_PROGRESS=0 $(BIN)/nbdev_test --n_workers $(NB_WORKERS) --timing
 
 pytest: export
 	RELBOOK_PROFILE=smoke $(BIN)/python -m pytest tests/ -q
@@ -68,4 +69,4 @@ experiments: export
 	$(BIN)/relbook run all --profile $(PROFILE)
 
 clean:
-	rm -rf _build .nbtest.log
+	rm -rf _build

@@ -351,8 +351,10 @@ EXPERIMENTS: dict[str, Callable[[], pd.DataFrame]] = {}
 def experiment(name: str):
     "Register a function `f() -> DataFrame` (it reads the active profile) as the experiment `name`."
     def deco(f):
-        if name in EXPERIMENTS and EXPERIMENTS[name].__module__ != f.__module__:
-            raise ValueError(f"experiment {name!r} is already registered by {EXPERIMENTS[name].__module__}")
+        old = EXPERIMENTS.get(name)
+        # a notebook (module __main__) may redefine its own module's experiment; two modules may not share a name
+        if old is not None and '__main__' not in (old.__module__, f.__module__) and old.__module__ != f.__module__:
+            raise ValueError(f"experiment {name!r} is already registered by {old.__module__}")
         EXPERIMENTS[name] = f; f.experiment_name = name
         return f
     return deco

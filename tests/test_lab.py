@@ -149,3 +149,19 @@ def test_summarize_and_plot():
     assert s['mean'].tolist() == [0.5, 2.0] and s['se'].tolist()[1] == 0.0
     ax = plotting.learning_curves(df, 'n', 'y')
     assert len(ax.lines) == 2
+
+
+def test_experiment_registry_rules():
+    "A notebook (__main__) may redefine its module's experiment; two real modules may not share a name."
+    def make(module):
+        def f(): return None
+        f.__module__ = module
+        return f
+    try:
+        experiment('_t_reg')(make('__main__'))
+        experiment('_t_reg')(make('relbook.somewhere'))          # the module defining it after the notebook
+        experiment('_t_reg')(make('__main__'))                   # and the notebook again
+        with pytest.raises(ValueError, match="already registered by __main__|already registered by relbook"):
+            experiment('_t_reg2')(make('relbook.a')); experiment('_t_reg2')(make('relbook.b'))
+    finally:
+        EXPERIMENTS.pop('_t_reg', None); EXPERIMENTS.pop('_t_reg2', None)
