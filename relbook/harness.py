@@ -4,8 +4,8 @@
 
 # %% ../nbs/91_harness.ipynb #c002
 from __future__ import annotations
-import argparse, contextlib, contextvars, copy, dataclasses, datetime, hashlib, importlib, json, math
-import os, pkgutil, sys, time, warnings
+import argparse, contextlib, contextvars, datetime, hashlib, importlib, json, math
+import os, pkgutil, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence

@@ -4,14 +4,13 @@
 
 # %% ../nbs/01_relations.ipynb #c002
 from __future__ import annotations
-from dataclasses import dataclass
+from dataclasses import replace
 import functools, math
-import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_shape, check_choice, check_positive, get_profile
+from .core import by_profile, check_shape, check_choice, check_positive
 from .harness import (Classification, Regression, TrainConfig, fit, grid, run_sweep, experiment,
                              split_sizes, subset)
 
@@ -231,7 +230,7 @@ def order_fit_trial(model: str, seed: int, epochs: int) -> dict:
     "Fit all N² pairs (no held-out data): how well can the model *represent* the order?"
     X, y, idx = order_relation_data(generator=torch.Generator().manual_seed(seed))
     net = order_model(model)
-    fit(net, Classification(), (X, y), None, TrainConfig(optimizer='adam', lr=1e-2, batch_size=64, max_epochs=epochs), seed=seed, progress=False)
+    fit(net, Classification(), (X, y), None, replace(ORDER_CFG, max_epochs=epochs), seed=seed, progress=False)
     n = int(round(math.sqrt(len(y))))
     return {'train_acc': Classification().evaluate(net, (X, y))['acc'], 'bound_sym': (n + 1) / (2 * n)}
 
@@ -251,10 +250,10 @@ def order_relation_trial(model: str, n_train: int, seed: int, epochs: int) -> di
     parts = split_sizes(len(y), {'val': 0.15, 'test': 0.35, 'pool': 0.5}, g)
     if n_train > len(parts['pool']): raise ValueError(f"n_train must be <= {len(parts['pool'])}, got {n_train}")
     net = order_model(model)
-    cfg = TrainConfig(**{**ORDER_CFG.__dict__, 'max_epochs': epochs})
+    cfg = replace(ORDER_CFG, max_epochs=epochs)
     res = fit(net, Classification(), subset((X, y), parts['pool'][:n_train]), subset((X, y), parts['val']), cfg, seed=seed, progress=False)
     test = Classification().evaluate(net, subset((X, y), parts['test']))
-    return {'test_acc': test['acc'], 'test_loss': test['loss'], 'best_epoch': res.best_step * 64 / max(n_train, 1),
+    return {'test_acc': test['acc'], 'test_loss': test['loss'], 'best_epoch': res.best_step / math.ceil(n_train / cfg.batch_size),
             'n_params': sum(p.numel() for p in net.parameters())}
 
 @experiment('order_relation')
