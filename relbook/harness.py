@@ -255,6 +255,7 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
                     _save_ckpt(ckpt, model, opt, gen, {**st, 'sched': sched.state_dict()}); last_save = time.perf_counter()
             if st['step'] >= max_steps or st['stopped_early']: break
     bar.close()
+    if ckpt is not None: Path(ckpt).unlink(missing_ok=True)          # finished: the next fit starts afresh
     if st['best_state'] is not None: model.load_state_dict(st['best_state'])
     return FitResult(st['history'], st['best_step'], float(st['best_score']), st['step'], st['stopped_early'],
                      time.perf_counter() - t0)

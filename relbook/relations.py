@@ -243,13 +243,13 @@ def order_fit_experiment() -> pd.DataFrame:
 # %% ../nbs/01_relations.ipynb #c030
 ORDER_MODELS = ('relation (asym)', 'relation (sym)', 'CoRelNet', 'CoRelNet (asym)', 'CoRelNet (no softmax)')
 
-def order_relation_trial(model: str, n_train: int, seed: int, epochs: int) -> dict:
-    "Train on `n_train` of the 50 % training pool; accuracy on the 35 % test pairs."
+def order_relation_trial(model: str, n_train: int, seed: int, epochs: int, build=None) -> dict:
+    "Train on `n_train` of the 50 % training pool; accuracy on the 35 % test pairs (`build(model)` makes the net)."
     g = torch.Generator().manual_seed(seed)
     X, y, _ = order_relation_data(generator=g)
     parts = split_sizes(len(y), {'val': 0.15, 'test': 0.35, 'pool': 0.5}, g)
     if n_train > len(parts['pool']): raise ValueError(f"n_train must be <= {len(parts['pool'])}, got {n_train}")
-    net = order_model(model)
+    net = (build or order_model)(model)
     cfg = replace(ORDER_CFG, max_epochs=epochs)
     res = fit(net, Classification(), subset((X, y), parts['pool'][:n_train]), subset((X, y), parts['val']), cfg, seed=seed, progress=False)
     test = Classification().evaluate(net, subset((X, y), parts['test']))

@@ -1,0 +1,196 @@
+"""Chapter 4 (SET) public API: the deck, the embedder cache, leak-free triples, the symbolic baseline, transplanting relations."""
+import itertools
+import math
+import pandas as pd
+import pytest
+import torch
+import relbook.set_game as sg
+from relbook.set_game import (COLORS, SHADINGS, SHAPES, EmbedderConfig, CardCNN, AttributeBits, SymbolicMLP, SET_ABSTRACTOR,
+                              render_card, deck, card_index, augment_cards, attribute_bits, card_embeddings, train_embedder,
+                              is_set, all_triples, set_triples, split_triples, sample_triples, set_data, unordered_key,
+                              set_bits, pair_data, set_model, transplant_relation, mean_acc, verdict,
+                              set_classification_trial, set_modular_trial, pretrain_relations, SET_MODELS, MODULAR_MODELS)
+from relbook.abstractor import AbstractorClassifier
+from dataclasses import replace
+
+
+def _fake_embeddings(seed=0, cfg=EmbedderConfig()):
+    "Put random 'embeddings' where card_embeddings looks for its cache, so tests need not train the CNN."
+    path = sg._embedder_path(seed, cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    E = torch.randn(81, 64, generator=torch.Generator().manual_seed(seed)).tanh()
+    torch.save({'embeddings': E}, path)
+    return E
+
+
+def test_render_card_shape_range_and_errors():
+    img = render_card('purple', 3, 'striped', 'squiggle')
+    assert img.shape == (70, 50, 3) and img.dtype == 'float32' and 0 <= img.min() and img.max() <= 1
+    assert render_card('red', 1, 'solid', 'oval', size=(35, 25), ss=2).shape == (35, 25, 3)
+    assert (img[:, :, 1] < 0.5).any(), "purple ink must be drawn"
+    with pytest.raises(ValueError, match='shading must be one of'):
+        render_card('red', 1, 'dotted', 'oval')
+    with pytest.raises(ValueError, match='ss must be a positive int'):
+        render_card('red', 1, 'solid', 'oval', ss=0)
+    with pytest.raises(ValueError, match=r'size must be \(H, W\)'):
+        render_card('red', 1, 'solid', 'oval', size=(70,))
+
+
+def test_deck_order_and_distinct_cards():
+    images, attrs = deck()
+    assert images.shape == (81, 70, 50, 3) and attrs.shape == (81, 4) and attrs.dtype == torch.long
+    assert torch.equal(card_index(attrs), torch.arange(81))
+    c, n, s, h = attrs[50].tolist()
+    assert torch.equal(images[50], torch.from_numpy(render_card(COLORS[c], n + 1, SHADINGS[s], SHAPES[h])))
+    assert len({im.numpy().tobytes() for im in images}) == 81
+    images[0] += 1                                   # deck() hands out copies: the cache is not corrupted
+    assert deck()[0].max() <= 1
+
+
+def test_is_set_matches_definition_and_counts():
+    attrs = deck()[1]
+    T = all_triples()
+    assert len(T) == math.comb(81, 3)
+    lab = is_set(attrs[T])
+    A = attrs[T]
+    same = lambda i, j: A[:, i] == A[:, j]
+    definition = ((same(0, 1) & same(0, 2)) | (~same(0, 1) & ~same(0, 2) & ~same(1, 2))).all(-1)
+    assert torch.equal(lab, definition) and int(lab.sum()) == 1080
+    assert set_triples().shape == (1080, 3)
+    perm = A[:, [2, 0, 1]]                            # the rule ignores the order of the cards
+    assert torch.equal(is_set(perm), lab)
+    assert is_set(attrs[T].view(4, -1, 3, 4)).shape == (4, len(T) // 4)
+    with pytest.raises(ValueError, match=r'attrs must have shape \(\.\.\., 3, 4\)'):
+        is_set(torch.zeros(3, 4, dtype=torch.long)[None, :2])
+
+
+def test_split_is_disjoint_and_complete():
+    pools = split_triples(3)
+    keys = torch.cat([unordered_key(p[k]) for p in pools.values() for k in ('sets', 'non_sets')])
+    assert len(keys) == len(keys.unique()) == 85320
+    assert [len(p['sets']) for p in pools.values()] == [540, 216, 324]
+    attrs = deck()[1]
+    for p in pools.values():
+        assert is_set(attrs[p['sets']]).all() and not is_set(attrs[p['non_sets']]).any()
+    assert not torch.equal(split_triples(3)['test']['sets'], split_triples(4)['test']['sets'])
+    with pytest.raises(ValueError, match='fractions must sum to 1'):
+        split_triples(0, {'train': 0.5, 'test': 0.2})
+
+
+@pytest.mark.parametrize('n', [7, 1080, 5000])
+def test_sampled_triples_are_balanced_verified_and_leak_free(n):
+    attrs = deck()[1]
+    data = set_data(n, seed=1)
+    idx, y = data['train']
+    assert idx.shape == (n, 3) and int(y.sum()) == n // 2
+    for i, lab in data.values():
+        assert torch.equal(is_set(attrs[i]).long(), lab)
+    train_keys = set(unordered_key(idx).tolist())
+    for split in ('val', 'test'):
+        assert not train_keys & set(unordered_key(data[split][0]).tolist())
+    pos = idx[y == 1]
+    assert len(unordered_key(pos).unique()) == min(n // 2, 540)
+    assert len({tuple(t) for t in pos.tolist()}) == n // 2            # no ordered triple repeats
+    assert torch.equal(set_data(n, seed=1)['train'][0], idx)           # deterministic in the seed
+
+
+def test_sample_triples_errors():
+    pools = split_triples(0)
+    with pytest.raises(ValueError, match='SET orderings'):
+        sample_triples(pools['test'], 2 * 6 * 324 + 2)
+    with pytest.raises(ValueError, match='n must be a positive int'):
+        sample_triples(pools['test'], 0)
+
+
+def test_set_bits_determine_the_label():
+    attrs = deck()[1]
+    A = attrs[all_triples()]
+    bits = set_bits(A)
+    assert bits.shape == (85320, 12)
+    rule = (bits.view(-1, 4, 3).sum(-1) % 3 == 0).all(-1)
+    assert torch.equal(rule, is_set(A))
+    # bit 3k + p: attribute-major, pairs (0,1), (0,2), (1,2)
+    t = torch.tensor([[[0, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0]]])
+    assert set_bits(t)[0].tolist() == [1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
+    assert SymbolicMLP()(bits[:3]).shape == (3, 2)
+    with pytest.raises(ValueError, match='bits must have shape'):
+        SymbolicMLP()(bits[:3, :11])
+
+
+def test_pair_data():
+    attrs = deck()[1]
+    idx, y = pair_data(attrs, 0, 2000, torch.Generator().manual_seed(0))
+    assert idx.shape == (2000, 2) and int(y.sum()) == 1000
+    assert torch.equal((attrs[idx[:, 0], 0] == attrs[idx[:, 1], 0]).long(), y)
+    assert len(set(map(tuple, idx.sort(-1).values.tolist()))) == 2000     # distinct pairs
+    with pytest.raises(ValueError, match='n must be <= 2106'):
+        pair_data(attrs, 1, 3000)
+
+
+def test_models_and_transplant():
+    torch.manual_seed(0)
+    x = torch.randn(5, 3, 64)
+    for name in SET_MODELS:
+        assert set_model(name)(x).shape == (5, 2)
+    four = set_model('Abstractor')
+    one = AbstractorClassifier(64, 2, 2, replace(SET_ABSTRACTOR, n_heads=1))
+    before = four.abstractor.layers[0].rca.w_q.weight.detach().clone()
+    transplant_relation(one, four, 3)
+    after = four.abstractor.layers[0].rca.w_q.weight.detach()
+    assert torch.equal(after[48:], one.abstractor.layers[0].rca.w_q.weight.detach())
+    assert torch.equal(after[:48], before[:48])                        # the other heads are untouched
+    assert isinstance(set_model('CoRelNet (no softmax)').head, torch.nn.Linear)          # the paper's linear readout
+    assert isinstance(set_model('CoRelNet (no softmax, MLP readout)').head, torch.nn.Sequential)
+    asym = AbstractorClassifier(64, 2, 2, replace(SET_ABSTRACTOR, n_heads=1, symmetric=False))
+    with pytest.raises(ValueError, match='src and dst relations differ'):
+        transplant_relation(asym, four, 0)
+    with pytest.raises(ValueError, match='head must be one of'):
+        transplant_relation(one, four, 4)
+
+
+def test_cnn_augment_and_task():
+    cnn = CardCNN()
+    x = deck()[0][:6].permute(0, 3, 1, 2)
+    assert cnn(x).shape == (6, 12) and cnn.embed(x).shape == (6, 64) and cnn.embed(x).abs().max() <= 1
+    g = lambda: torch.Generator().manual_seed(5)
+    a, b = augment_cards(x, generator=g()), augment_cards(x, generator=g())
+    assert torch.equal(a, b) and a.shape == x.shape and 0 <= a.min() and a.max() <= 1 and not torch.equal(a, x)
+    assert (augment_cards(x, EmbedderConfig(shift=0, zoom=0, jitter=0, noise=0)) - x).abs().max() < 1e-5   # identity
+    attrs = deck()[1][:6]
+    assert attribute_bits(attrs).sum(-1).eq(4).all()
+    m = AttributeBits().evaluate(cnn, (x, attrs))
+    assert set(m) == {'loss', 'acc', 'attr_acc'} and 0 <= m['acc'] <= 1
+    with pytest.raises(ValueError, match='noise must be >= 0'):
+        EmbedderConfig(noise=-1)
+
+
+def test_embedder_training_learns_and_cache_is_used():
+    _, metrics = train_embedder(0, EmbedderConfig(steps=40))
+    assert metrics['attr_acc'] > 0.5                                   # well above chance (1/3) after 40 steps
+    with pytest.raises(RuntimeError, match='exactly right'):
+        card_embeddings(7, EmbedderConfig(steps=5))
+    E = _fake_embeddings(0)
+    assert torch.equal(card_embeddings(0), E)                          # read from the cache, not retrained
+    with pytest.raises(ValueError, match='seed must be an int'):
+        card_embeddings(-1)
+
+
+def test_trials_run_and_report():
+    _fake_embeddings(0)
+    r = set_classification_trial('CoRelNet', 64, seed=0, epochs=1, patience=None)
+    assert {'test_acc', 'test_loss', 'best_epoch', 'n_params'} <= set(r) and 0 <= r['test_acc'] <= 1
+    pretrain_relations.cache_clear()
+    r = set_modular_trial('Abstractor (pre-learned relations)', 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
+    assert {'pair_acc_color', 'pair_acc_shape'} <= set(r)
+    r = set_modular_trial('Symbolic MLP', 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
+    assert r['n_params'] == sum(p.numel() for p in SymbolicMLP().parameters())
+    with pytest.raises(ValueError, match='model must be one of'):
+        set_modular_trial('Transformer', 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
+
+
+def test_mean_acc_and_verdict():
+    df = pd.DataFrame({'model': ['A'] * 3 + ['B'], 'n_train': [10, 10, 20, 10], 'test_acc': [0.5, 0.7, 0.9, 0.4]})
+    m, se = mean_acc(df, 'A', 10)
+    assert m == pytest.approx(0.6) and se == pytest.approx(0.1)
+    assert mean_acc(df, 'A', 20) == (0.9, 0.0)
+    assert [verdict(True, True), verdict(False, True), verdict(False, False)] == ['reproduced', 'partly', 'not reproduced']
