@@ -12,7 +12,7 @@ import torch
 
 # %% auto #0
 __all__ = ['PROFILES', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device', 'repo_root',
-           'git_sha', 'results_dir', 'provenance', 'check_shape', 'check_choice', 'check_positive']
+           'git_sha', 'results_dir', 'atomic_write', 'provenance', 'check_shape', 'check_choice', 'check_positive']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'full')
@@ -98,6 +98,13 @@ def results_dir(profile: str | None = None) -> Path:
     else: d = (repo_root() or Path.cwd()) / 'results'
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+def atomic_write(path: str | Path, write) -> Path:
+    "Write a file so that readers never see it half-written: `write(tmp)` to a per-process temp file, then rename."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp')
+    write(tmp); os.replace(tmp, path)
+    return path
 
 def provenance(device: torch.device | None = None) -> dict:
     "What every result row records about where and how it was computed."

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 from .core import (get_profile, using_profile, seed_everything, get_device, provenance,
-                          results_dir, check_choice, check_positive)
+                          results_dir, check_choice, check_positive, atomic_write)
 
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
@@ -207,9 +207,7 @@ def _evaluate(model, task, train_loss, val, cfg, step, epoch):
     return rec
 
 def _save_ckpt(path, model, opt, gen, state):
-    tmp = Path(str(path) + '.tmp')
-    torch.save({'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), **state}, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: torch.save({'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), **state}, tmp))
 
 # %% ../nbs/91_harness.ipynb #c016
 def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequence[torch.Tensor] | None = None,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
-from .core import by_profile, check_choice, check_positive, get_profile, results_dir, get_device, seed_everything
+from .core import by_profile, check_choice, check_positive, get_profile, results_dir, get_device, atomic_write
 from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment
 from .abstractor import math_models, make_seq2seq, count_params
 from .tpr import TPConfig, TPTransformer
@@ -77,9 +77,8 @@ def math_trial(model: str, module: str, seed: int, save: bool | None = None) -> 
     cfg = replace(MATH_TRAIN, batch_size=proto.batch_size, max_steps=proto.steps, eval_every=proto.eval_every)
     res = fit(net, Seq2Seq(pad_id=PAD), d['train'], d['val'], cfg, seed=seed, progress=False)
     test = Seq2Seq(pad_id=PAD, autoregressive=True).evaluate(net, tuple(t.to(dev) for t in d['test']), batch_size=500)
-    if save if save is not None else (model.startswith('TP-Transformer') and module == 'arithmetic__mixed' and seed == 0):
-        p = _model_path(model, module, seed); p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f'.{os.getpid()}.tmp'); torch.save(net.state_dict(), tmp); os.replace(tmp, p)
+    if save is None: save = model.startswith('TP-Transformer') and module == 'arithmetic__mixed' and seed == 0   # what §5-6 interpret
+    if save: atomic_write(_model_path(model, module, seed), lambda tmp: torch.save(net.state_dict(), tmp))
     return {**{k: v for k, v in test.items() if k != 'loss'}, 'test_loss': test['loss'], 'n_params': count_params(net),
             'best_step': res.best_step, 'fit_time_s': res.wall_time_s,
             'curve': [[r['step'], r['val_acc']] for r in res.history]}

@@ -65,7 +65,7 @@ import json, os, random, zlib, importlib.metadata
 from pathlib import Path
 import numpy as np
 import torch
-from .core import by_profile, check_choice, check_positive, repo_root
+from .core import by_profile, check_choice, check_positive, repo_root, atomic_write
 
 MAX_Q, MAX_A = 160, 30                       # the papers' question / answer length limits
 SPLITS = ('train-easy', 'train-medium', 'train-hard', 'interpolate', 'extrapolate')
@@ -120,7 +120,7 @@ def generate_problems(module: str, split: str, n: int, seed: int, cache: bool = 
     if cache and path.exists(): return [tuple(x) for x in json.loads(path.read_text())]
     out = _generate(module, split, n, seed)
     if cache:
-        tmp = path.with_suffix(f'.{os.getpid()}.tmp'); tmp.write_text(json.dumps(out)); os.replace(tmp, path)
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(out)))
     return out
 
 # %% ../nbs/93_math_data.ipynb #c018

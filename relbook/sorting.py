@@ -9,16 +9,16 @@ from dataclasses import dataclass, replace, asdict
 import pandas as pd
 import torch
 import torch.nn as nn
-from .core import by_profile, check_choice, check_positive, get_profile, results_dir, get_device
+from .core import by_profile, check_choice, check_positive, get_profile, results_dir, get_device, atomic_write
 from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset
 from .abstractor import AbstractorConfig, Seq2SeqConfig, make_seq2seq, count_params
 
 # %% auto #0
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN', 'SORTING_VARIANTS',
            'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits',
-           'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'train_sorting', 'size_to_reach',
-           'evaluate_sorting', 'sorting_trial', 'object_sorting_experiment', 'corrupt_objects', 'robustness_trial',
-           'sorting_robustness_experiment', 'robustness_long']
+           'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'protocol_splits', 'train_sorting',
+           'size_to_reach', 'evaluate_sorting', 'sorting_trial', 'object_sorting_experiment', 'corrupt_objects',
+           'robustness_trial', 'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -122,6 +122,11 @@ def _cache_path(name: str, task: str, n_train: int, seed: int, proto: SortingPro
                            model=repr(SORTING_MODELS[name])), sort_keys=True, default=str)
     return results_dir() / 'checkpoints' / 'sorting_models' / f"{hashlib.sha1(spec.encode()).hexdigest()[:16]}.pt"
 
+def protocol_splits(seed: int, permute_primary: bool = False) -> SortingSplits:
+    "The splits of the active protocol: one pool large enough for every training size, pre-training and robustness."
+    proto = sorting_protocol()
+    return sorting_splits(seed, max(*proto.sizes, proto.pretrain_n, proto.robust_n), proto.n_val, proto.n_test, permute_primary)
+
 def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: nn.Module | None = None,
                   cache: bool = False) -> tuple[nn.Module, dict]:
     "Train `name` on the first `n_train` pool sequences of `task` ('main' or 'pretrain'); reuse a cached run if asked."
@@ -133,13 +138,12 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
     if cache and init is None and path.exists():
         saved = torch.load(path, map_location='cpu', weights_only=False)
         net.load_state_dict(saved['model']); return net.to(get_device()), saved['info']
-    sp = sorting_splits(seed, max(*proto.sizes, proto.pretrain_n, proto.robust_n), proto.n_val, proto.n_test, task == 'pretrain')
+    sp = protocol_splits(seed, task == 'pretrain')
     res = fit(net, Seq2Seq(pad_id=-1), sp.data('pool', n_train), sp.data('val'), cfg, seed=seed, progress=False)
     info = dict(best_epoch=res.best_step / math.ceil(n_train / cfg.batch_size), epochs=res.steps / math.ceil(n_train / cfg.batch_size),
                 val_acc=res.best_score, fit_time_s=res.wall_time_s)
     if cache and init is None:                       # atomic: parallel shards may train the same model
-        path.parent.mkdir(parents=True, exist_ok=True); tmp = path.with_suffix(f'.{os.getpid()}.tmp')
-        torch.save({'model': net.state_dict(), 'info': info}, tmp); os.replace(tmp, path)
+        atomic_write(path, lambda tmp: torch.save({'model': net.state_dict(), 'info': info}, tmp))
     return net, info
 
 def size_to_reach(sizes, values, level: float) -> float | None:
@@ -172,7 +176,7 @@ def sorting_trial(model: str, n_train: int, seed: int) -> dict:
         init, pre = train_sorting(base, proto.pretrain_n, seed, 'pretrain', cache=True)
         pre = {'pretrain_val_acc': pre['val_acc']}
     net, info = train_sorting(base, n_train, seed, init=init, cache=(n_train == proto.robust_n and init is None))
-    sp = sorting_splits(seed, max(*proto.sizes, proto.pretrain_n, proto.robust_n), proto.n_val, proto.n_test)
+    sp = protocol_splits(seed)
     return {**evaluate_sorting(net, sp.data('test')), **info, **pre, 'n_params': count_params(net)}
 
 @experiment('object_sorting')
@@ -196,7 +200,7 @@ def robustness_trial(model: str, seed: int) -> dict:
     "Train at robust_n; greedy accuracies on the test set under every corruption level (mean over draws)."
     proto = sorting_protocol()
     net, info = train_sorting(model, proto.robust_n, seed, cache=True)
-    sp = sorting_splits(seed, max(*proto.sizes, proto.pretrain_n, proto.robust_n), proto.n_val, proto.n_test)
+    sp = protocol_splits(seed)
     out, g = {'clean_ar_seq_acc': evaluate_sorting(net, sp.data('test'))['ar_seq_acc'], **info}, torch.Generator().manual_seed(10_000 + seed)
     for kind, levels in ROBUST_LEVELS.items():
         for sigma in levels:

@@ -103,7 +103,7 @@ def tp_attention_reference(att: TPMultiHeadAttention, x, mem, key_pad=None, caus
 
 # %% ../nbs/06_tp_transformer.ipynb #c013
 from dataclasses import dataclass, field, replace
-from .abstractor import sinusoidal
+from .abstractor import sinusoidal, FeedForward
 
 @dataclass
 class TPConfig:
@@ -142,8 +142,7 @@ class TPEncoderCell(nn.Module):
     "x ← LN(x + TPMHA(x)); x ← LN(x + FFN(x)); output LN (official code)."
     def __init__(self, cfg: TPConfig):
         super().__init__()
-        self.att = TPMultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.tp)
-        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.ReLU(), nn.Linear(cfg.d_ff, cfg.d_model))
+        self.att, self.ff = TPMultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.tp), FeedForward(cfg.d_model, cfg.d_ff)
         self.ln1, self.ln2, self.ln_out = (nn.LayerNorm(cfg.d_model) for _ in range(3))
         self.drop = nn.Dropout(cfg.dropout)
     def forward(self, x, pad):                                      # (b, n, d), (b, n) True at PAD
@@ -155,7 +154,7 @@ class TPDecoderCell(nn.Module):
     def __init__(self, cfg: TPConfig):
         super().__init__()
         self.self_att, self.cross_att = (TPMultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.tp) for _ in range(2))
-        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.ReLU(), nn.Linear(cfg.d_ff, cfg.d_model))
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff)
         self.ln1, self.ln2, self.ln3, self.ln_out = (nn.LayerNorm(cfg.d_model) for _ in range(4))
         self.drop = nn.Dropout(cfg.dropout)
     def forward(self, y, mem, src_pad):                             # (b, t, d), (b, n, d), (b, n)

@@ -165,3 +165,9 @@ def test_experiment_registry_rules():
             experiment('_t_reg2')(make('relbook.a')); experiment('_t_reg2')(make('relbook.b'))
     finally:
         EXPERIMENTS.pop('_t_reg', None); EXPERIMENTS.pop('_t_reg2', None)
+
+
+def test_atomic_write_leaves_only_the_file(tmp_path):
+    from relbook.core import atomic_write
+    p = atomic_write(tmp_path / 'sub' / 'x.json', lambda t: t.write_text('{"a": 1}'))
+    assert p.read_text() == '{"a": 1}' and [f.name for f in p.parent.iterdir()] == ['x.json']
