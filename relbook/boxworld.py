@@ -17,7 +17,7 @@ from .core import check_choice, check_positive
 # %% auto #0
 __all__ = ['ACTIONS', 'MOVES', 'BLANK', 'BoxWorldConfig', 'slots', 'palette', 'Puzzle', 'generate_puzzle', 'render', 'draw_board',
            'draw_graph', 'step_puzzle', 'BridgeBoxWorld', 'VecBoxWorld', 'solve', 'is_solvable', 'footnote_rule',
-           'motif_rule', 'bridge_dataset', 'evaluate_policy', 'random_agent']
+           'motif_rule', 'bridge_dataset', 'play_policy', 'random_agent']
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c006
 ACTIONS = ('left', 'up', 'right', 'down')                  # the paper's order of the four actions
@@ -532,7 +532,7 @@ def bridge_dataset(n: int, seed: int, cfg: BoxWorldConfig = BoxWorldConfig()) ->
     return dict(obs=palette(cfg)[screens], label=label, has_bridge=label < n_slots, puzzle_type=ptype)
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c069
-def evaluate_policy(policy: Callable[[np.ndarray], np.ndarray],   # obs (E, R, C+1, 3) uint8 -> actions (E,)
+def play_policy(policy: Callable[[np.ndarray], np.ndarray],   # obs (E, R, C+1, 3) uint8 -> actions (E,)
                     cfg: BoxWorldConfig,                           # needs a horizon so that every episode ends
                     episodes_per_env: int = 1, n_envs: int = 32, seed: int = 0) -> dict[str, np.ndarray]:
     "Per-episode arrays won, opened_bridge, truncated, episode_return, episode_length, puzzle_type: each env's first episodes."

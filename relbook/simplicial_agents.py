@@ -19,10 +19,11 @@ from .boxworld import BoxWorldConfig, VecBoxWorld, bridge_dataset
 from .rl import RLConfig, train_actor_critic, evaluate_policy, random_policy
 
 # %% auto #0
-__all__ = ['RELATIONAL_AGENT', 'SIMPLICIAL_AGENT', 'DEEP_RELATIONAL_AGENT', 'ENCODERS', 'TEST_SEED', 'VAL_SEED', 'AgentConfig',
-           'mlp_stack', 'EntityTorso', 'BoxWorldAgent', 'BridgeLocator', 'bridge_profile', 'bridge_metrics',
-           'bridge_trial', 'bridge_locate_experiment', 'mean_at', 'rl_profile', 'rl_config', 'model_path', 'rl_trial',
-           'boxworld_rl_experiment', 'load_agent', 'virtual_pair_attention']
+__all__ = ['RELATIONAL_AGENT', 'SIMPLICIAL_AGENT', 'DEEP_RELATIONAL_AGENT', 'SCALED_SIMPLICIAL_AGENT', 'ENCODERS', 'PAPER_AGENTS',
+           'TEST_SEED', 'VAL_SEED', 'AgentConfig', 'mlp_stack', 'EntityTorso', 'BoxWorldAgent', 'BridgeLocator',
+           'bridge_profile', 'bridge_metrics', 'bridge_trial', 'bridge_locate_experiment', 'mean_at', 'rl_profile',
+           'rl_config', 'model_path', 'rl_trial', 'boxworld_rl_experiment', 'load_agent', 'virtual_pair_attention',
+           'pair_saturation']
 
 # %% ../nbs/11_simplicial_agents.ipynb #c005
 @dataclass(frozen=True)
@@ -40,7 +41,10 @@ class AgentConfig:
 RELATIONAL_AGENT = AgentConfig(encoder=RELATIONAL)      # §4: two 1-simplicial heads of 32
 SIMPLICIAL_AGENT = AgentConfig(encoder=SIMPLICIAL)      # + one 48-dim 2-simplicial head, 2 virtual entities
 DEEP_RELATIONAL_AGENT = AgentConfig(encoder=replace(RELATIONAL, n_iter=4))   # §5's control: four relational blocks
-ENCODERS = {'relational': RELATIONAL_AGENT, 'simplicial': SIMPLICIAL_AGENT, 'relational (4 blocks)': DEEP_RELATIONAL_AGENT}
+SCALED_SIMPLICIAL_AGENT = AgentConfig(encoder=replace(SIMPLICIAL, logit_scale=1 / math.sqrt(SIMPLICIAL.d_head2)))  # ablation: logits / √d
+ENCODERS = {'relational': RELATIONAL_AGENT, 'simplicial': SIMPLICIAL_AGENT, 'relational (4 blocks)': DEEP_RELATIONAL_AGENT,
+            'simplicial (logits / √d)': SCALED_SIMPLICIAL_AGENT}
+PAPER_AGENTS = ['relational', 'simplicial', 'relational (4 blocks)']   # the agents of §5
 
 def mlp_stack(d_in: int, width: int, depth: int) -> nn.Sequential:
     "depth × (Linear, ReLU)."
@@ -102,7 +106,7 @@ def bridge_profile() -> dict:
     return by_profile(
         smoke=dict(sizes=[64], seeds=[0], encoders=['relational', 'simplicial'], n_val=64, n_test=128, max_epochs=1, patience=1),
         quick=dict(sizes=[500, 1000, 2000, 4000], seeds=[0, 1], encoders=list(ENCODERS), n_val=1000, n_test=2000,
-                   max_epochs=60, patience=8),
+                   max_epochs=40, patience=10),
         full=dict(sizes=[1000, 2000, 4000, 8000, 16000, 32000], seeds=[0, 1, 2, 3, 4], encoders=list(ENCODERS),
                   n_val=2000, n_test=10000, max_epochs=200, patience=15))
 
@@ -134,7 +138,7 @@ def bridge_trial(encoder: str, n_train: int, seed: int) -> dict:
     train, val, test = _boards(n_train, seed), _boards(P['n_val'], VAL_SEED + seed), _boards(P['n_test'], TEST_SEED)
     model = BridgeLocator(ENCODERS[encoder])
     cfg = TrainConfig(optimizer='adam', lr=1e-3, batch_size=64, max_epochs=P['max_epochs'], patience=P['patience'],
-                      monitor='acc', mode='max')
+                      monitor='loss', mode='min')        # accuracy sits on the majority class for epochs before it moves
     res = fit(model, Classification(), (train['obs'], train['label']), (val['obs'], val['label']), cfg, seed=seed, device='cpu')
     return dict(**bridge_metrics(model, test), best_step=res.best_step, steps=res.steps, val_acc=res.best_score,
                 n_params=sum(p.numel() for p in model.parameters()), fit_s=res.wall_time_s)
@@ -150,26 +154,28 @@ def mean_at(df: pd.DataFrame, col: str, value, metric: str, by: str = 'encoder')
     "Mean of `metric` per `by` group at df[col] == value."
     return df[df[col] == value].groupby(by)[metric].mean().to_dict()
 
-# %% ../nbs/11_simplicial_agents.ipynb #c020
+# %% ../nbs/11_simplicial_agents.ipynb #c021
 def rl_profile() -> dict:
-    "Budgets of the RL experiment at the active profile."
+    "Budgets of the RL experiment at the active profile (full = the paper's optimiser and batch, no horizon)."
     return by_profile(
-        smoke=dict(agents=['relational', 'simplicial'], seeds=[0], frames=640, n_envs=8, unroll=10, horizon=60, eval_episodes=16),
-        quick=dict(agents=['relational', 'simplicial'], seeds=[0, 1], frames=300_000, n_envs=32, unroll=40, horizon=120,
-                   eval_episodes=500),
-        full=dict(agents=list(ENCODERS), seeds=[0, 1, 2, 3], frames=50_000_000, n_envs=64, unroll=40, horizon=None,
-                  eval_episodes=2000))
+        smoke=dict(agents=['relational', 'simplicial'], seeds=[0], frames=640, n_envs=8, unroll=10, horizon=60, eval_episodes=16,
+                   optimizer='adam', lr=5e-4),
+        quick=dict(agents=['relational', 'simplicial'], seeds=[0], frames=800_000, n_envs=16, unroll=10, horizon=120,
+                   eval_episodes=640, optimizer='adam', lr=5e-4),
+        full=dict(agents=PAPER_AGENTS, seeds=[0, 1, 2, 3], frames=50_000_000, n_envs=32, unroll=40, horizon=None,
+                  eval_episodes=2000, optimizer='rmsprop', lr=2e-4))
 
 def rl_config(P: dict) -> RLConfig:
-    "The paper's Table 3 hyperparameters at the profile's budget."
-    return RLConfig(n_envs=P['n_envs'], unroll=P['unroll'], total_frames=P['frames'], lr=2e-4, rms_alpha=0.99, rms_eps=0.1,
-                    rms_momentum=0.0, entropy_cost=5e-3, gamma=0.99, log_every_frames=max(P['frames'] // 30, P['n_envs'] * P['unroll']))
+    "Table 3 of the paper (entropy 5e-3, γ 0.99, RMSProp decay 0.99, ε 0.1, momentum 0) at the profile's budget, batch and optimiser."
+    return RLConfig(n_envs=P['n_envs'], unroll=P['unroll'], total_frames=P['frames'], optimizer=P['optimizer'], lr=P['lr'],
+                    rms_alpha=0.99, rms_eps=0.1, rms_momentum=0.0, entropy_cost=5e-3, gamma=0.99,
+                    log_every_frames=max(P['frames'] // 30, P['n_envs'] * P['unroll']))
 
 def model_path(agent: str, seed: int) -> Path:
     "Where a trained RL agent's weights are kept (results/, committed for the quick profile: the figures use them)."
     return results_dir() / f'boxworld_rl-{get_profile()}-models' / f"{agent.replace(' ', '_').replace('(', '').replace(')', '')}-seed{seed}.pt"
 
-# %% ../nbs/11_simplicial_agents.ipynb #c021
+# %% ../nbs/11_simplicial_agents.ipynb #c022
 def _eval_metrics(ev: dict, prefix: str = 'eval_') -> dict:
     "Win rate overall, with / without a bridge and by solution length, from evaluate_policy's per-episode records."
     ep = pd.DataFrame(ev['episodes'])
@@ -186,8 +192,9 @@ def rl_trial(agent: str, seed: int) -> dict:
     check_choice(agent, 'agent', ['random', *ENCODERS])
     P = rl_profile()
     env_cfg = BoxWorldConfig(horizon=P['horizon'])
-    eval_env = lambda: VecBoxWorld(P['n_envs'], env_cfg, seed=10_000 + seed)
-    eval_kw = dict(n_episodes=P['eval_episodes'], max_steps=P['horizon'] or 2000, seed=seed, device='cpu')
+    eval_cfg = BoxWorldConfig(horizon=P['horizon'] or 2000)                  # evaluation always ends its episodes
+    eval_env = lambda: VecBoxWorld(32, eval_cfg, seed=10_000 + seed)          # the same episodes for every agent of a seed
+    eval_kw = dict(n_episodes=P['eval_episodes'], seed=seed, device='cpu')
     if agent == 'random':
         return _eval_metrics(evaluate_policy(random_policy(4), eval_env(), **eval_kw))
     torch.manual_seed(seed)
@@ -204,7 +211,7 @@ def boxworld_rl_experiment() -> pd.DataFrame:
     P = rl_profile()
     return run_sweep('boxworld_rl', grid(agent=['random', *P['agents']], seed=P['seeds']), rl_trial)
 
-# %% ../nbs/11_simplicial_agents.ipynb #c027
+# %% ../nbs/11_simplicial_agents.ipynb #c032
 def load_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
     "A trained RL agent from `model_path` (float32)."
     path = model_path(agent, seed)
@@ -221,3 +228,17 @@ def virtual_pair_attention(net: BoxWorldAgent, obs: np.ndarray) -> tuple[np.ndar
     n = A.shape[0]
     att1 = maps[0].attn1[0][:, n:, :n]                                        # (h, M, N): virtual rows, standard columns
     return A.reshape(n, -1).T.numpy(), att1.numpy()
+
+# %% ../nbs/11_simplicial_agents.ipynb #c035
+@torch.no_grad()
+def pair_saturation(net: BoxWorldAgent, obs: np.ndarray) -> dict:
+    "Mean largest 2-simplicial pair weight and mean std of the logits over pairs, per block, on boards (b, R, C+1, 3)."
+    from relbook.simplicial import triple_logits
+    _, maps = net.features(torch.as_tensor(obs), return_attention=True)
+    out = {f'max_weight_block{t + 1}': m.attn2.flatten(-2).max(-1).values.mean().item() for t, m in enumerate(maps)}
+    enc = net.encoder                                                        # block-1 logits, recomputed from its input
+    e = torch.cat([net.torso(torch.as_tensor(obs)), enc.virtual.expand(len(obs), -1, -1)], 1)
+    a2, n = enc.weights[0].attn2, e.shape[1] - enc.cfg.n_virtual
+    p, l1, l2, _ = a2.project(enc.norms[0].ln_in(e))
+    L = a2.logit_scale * triple_logits(p[:, :, :n], l1[:, :, n:], l2[:, :, n:])
+    return dict(out, logit_mean_block1=L.mean().item(), logit_spread_block1=L.flatten(-2).std(-1).mean().item())

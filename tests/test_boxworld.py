@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from relbook.boxworld import (ACTIONS, BLANK, BoxWorldConfig, BridgeBoxWorld, Puzzle, VecBoxWorld, _opened, _place, _slots,
-                              bridge_dataset, draw_board, draw_graph, evaluate_policy, footnote_rule, generate_puzzle,
+                              bridge_dataset, draw_board, draw_graph, play_policy, footnote_rule, generate_puzzle,
                               is_solvable, motif_rule, palette, random_agent, render, slots, solve, step_puzzle)
 
 CFG = BoxWorldConfig()
@@ -416,12 +416,12 @@ def test_bridge_dataset():
 
 def test_evaluate_policy():
     with pytest.raises(ValueError, match='cfg.horizon must be set'):
-        evaluate_policy(random_agent(4), CFG, 1, 4)
+        play_policy(random_agent(4), CFG, 1, 4)
     cfg = replace(CFG, horizon=100)
-    r = evaluate_policy(random_agent(8, seed=1), cfg, episodes_per_env=3, n_envs=8, seed=2)
+    r = play_policy(random_agent(8, seed=1), cfg, episodes_per_env=3, n_envs=8, seed=2)
     assert set(r) == {'won', 'opened_bridge', 'truncated', 'episode_return', 'episode_length', 'puzzle_type'}
     assert len(r['won']) == 24 and (r['episode_length'] <= 100).all()
     assert (r['won'] | r['opened_bridge'] | r['truncated']).all()
     assert not (r['opened_bridge'] & (r['puzzle_type'][:, 1] == 0)).any()
-    s = evaluate_policy(random_agent(8, seed=1), cfg, episodes_per_env=3, n_envs=8, seed=2)
+    s = play_policy(random_agent(8, seed=1), cfg, episodes_per_env=3, n_envs=8, seed=2)
     assert all((r[k] == s[k]).all() for k in r)
