@@ -4,8 +4,8 @@
 
 # %% ../nbs/11_simplicial_agents.ipynb #c002
 from __future__ import annotations
-import json, math, time
-from dataclasses import dataclass, field, replace
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -122,9 +122,10 @@ def _boards(n: int, seed: int) -> dict:
 def bridge_metrics(model: nn.Module, test: dict, batch_size: int = 1024) -> dict:
     "Test accuracy overall, on boards with / without a bridge, by bridge source b (b = 1: the (·,1,·) types the paper finds easy)."
     model.eval()
-    pred = torch.cat([model(test['obs'][i:i + batch_size]).argmax(-1) for i in range(0, len(test['label']), batch_size)])
+    dev = next(model.parameters()).device
+    logits = torch.cat([model(test['obs'][i:i + batch_size].to(dev)).cpu() for i in range(0, len(test['label']), batch_size)])
+    pred, none_class = logits.argmax(-1), logits.shape[-1] - 1                  # the last class is "no bridge"
     hit, hb, b = (pred == test['label']).float(), test['has_bridge'], test['puzzle_type'][:, 1]
-    none_class = int(test['label'].max())
     out = dict(test_acc=hit.mean().item(), acc_bridge=hit[hb].mean().item(), acc_no_bridge=hit[~hb].mean().item(),
                presence_acc=((pred != none_class) == hb).float().mean().item())
     for src in (1, 2, 3):
@@ -139,7 +140,7 @@ def bridge_trial(encoder: str, n_train: int, seed: int) -> dict:
     model = BridgeLocator(ENCODERS[encoder])
     cfg = TrainConfig(optimizer='adam', lr=1e-3, batch_size=64, max_epochs=P['max_epochs'], patience=P['patience'],
                       monitor='loss', mode='min')        # accuracy sits on the majority class for epochs before it moves
-    res = fit(model, Classification(), (train['obs'], train['label']), (val['obs'], val['label']), cfg, seed=seed, device='cpu')
+    res = fit(model, Classification(), (train['obs'], train['label']), (val['obs'], val['label']), cfg, seed=seed)   # $RELBOOK_DEVICE, else cuda if there
     return dict(**bridge_metrics(model, test), best_step=res.best_step, steps=res.steps, val_acc=res.best_score,
                 n_params=sum(p.numel() for p in model.parameters()), fit_s=res.wall_time_s)
 
@@ -194,13 +195,14 @@ def rl_trial(agent: str, seed: int) -> dict:
     env_cfg = BoxWorldConfig(horizon=P['horizon'])
     eval_cfg = BoxWorldConfig(horizon=P['horizon'] or 2000)                  # evaluation always ends its episodes
     eval_env = lambda: VecBoxWorld(32, eval_cfg, seed=10_000 + seed)          # the same episodes for every agent of a seed
-    eval_kw = dict(n_episodes=P['eval_episodes'], seed=seed, device='cpu')
+    device = get_device()                                                    # $RELBOOK_DEVICE, else cuda if available
+    eval_kw = dict(n_episodes=P['eval_episodes'], seed=seed, device=device)
     if agent == 'random':
         return _eval_metrics(evaluate_policy(random_policy(4), eval_env(), **eval_kw))
     torch.manual_seed(seed)
     net = BoxWorldAgent(ENCODERS[agent])
-    res = train_actor_critic(net, VecBoxWorld(P['n_envs'], env_cfg, seed=seed), rl_config(P), seed=seed, device='cpu')
-    atomic_write(model_path(agent, seed), lambda tmp: torch.save({k: v.half() for k, v in net.state_dict().items()}, tmp))
+    res = train_actor_critic(net, VecBoxWorld(P['n_envs'], env_cfg, seed=seed), rl_config(P), seed=seed, device=device)
+    atomic_write(model_path(agent, seed), lambda tmp: torch.save({k: v.half().cpu() for k, v in net.state_dict().items()}, tmp))
     hist = [{k: r[k] for k in ('frames', 'wall_time_s', 'win_rate', 'mean_return', 'n_episodes') if k in r} for r in res.history]
     return dict(**_eval_metrics(evaluate_policy(net, eval_env(), **eval_kw)), frames=hist[-1]['frames'] if hist else 0,
                 train_s=hist[-1]['wall_time_s'] if hist else 0.0, history=hist, n_params=sum(p.numel() for p in net.parameters()))
