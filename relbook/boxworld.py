@@ -423,7 +423,27 @@ def _vec_step(self: VecBoxWorld, actions: np.ndarray):
     for i in np.flatnonzero(done): self._load(i, generate_puzzle(cfg, self._rngs[i]))
     return self._obs(), r, done, info
 
-# %% ../nbs/10_bridge_boxworld.ipynb #c044
+# %% ../nbs/10_bridge_boxworld.ipynb #c040
+_VEC_ARRAYS = ('grid', 'pos', 'inv', 'n_inv', 'fail', 'gem_locks', 't', 'ret', 'ptype')
+
+def _vec_state_dict(self: VecBoxWorld) -> dict:
+    "Everything needed to continue exactly: the state arrays, the generated episodes and every env's generator state."
+    return dict(n_envs=self.n_envs, cfg=self.cfg, **{k: getattr(self, k).copy() for k in _VEC_ARRAYS},
+                puzzles=[None if p is None else p.copy() for p in self.puzzles],
+                rngs=[r.bit_generator.state for r in self._rngs])
+
+def _vec_load_state_dict(self: VecBoxWorld, state: dict) -> None:
+    "Restore a `state_dict` taken from a VecBoxWorld with the same n_envs and config."
+    if state.get('n_envs') != self.n_envs or state.get('cfg') != self.cfg:
+        raise ValueError(f"state must come from a VecBoxWorld with n_envs={self.n_envs} and this cfg, "
+                         f"got n_envs={state.get('n_envs')} and cfg={state.get('cfg')}")
+    for k in _VEC_ARRAYS: getattr(self, k)[...] = state[k]
+    self.puzzles = [None if p is None else p.copy() for p in state['puzzles']]
+    for r, st in zip(self._rngs, state['rngs']): r.bit_generator.state = st
+
+VecBoxWorld.state_dict, VecBoxWorld.load_state_dict = _vec_state_dict, _vec_load_state_dict
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c047
 def _items(p: Puzzle) -> tuple[dict, list]:
     "Items on the board: {tile: (item, role)} and per item (key colour, lock colour or None, fatal, key tile)."
     g, G = p.grid, p.gem_id
@@ -443,7 +463,7 @@ def _path(parent: dict, state) -> list[int]:
     while parent[state] is not None: state, act = parent[state]; acts.append(act)
     return acts[::-1]
 
-# %% ../nbs/10_bridge_boxworld.ipynb #c045
+# %% ../nbs/10_bridge_boxworld.ipynb #c048
 def _bfs(p: Puzzle, avoid_fail: bool, goal: int | None) -> list[int] | None:
     "Shortest actions to the Gem (goal None) or to opening item `goal`; states (position, items taken)."
     g, G, (R, C) = p.grid, p.gem_id, p.grid.shape
@@ -479,7 +499,7 @@ def _bfs(p: Puzzle, avoid_fail: bool, goal: int | None) -> list[int] | None:
             if new not in parent: parent[new] = (state, act); queue.append(new)
     return None
 
-# %% ../nbs/10_bridge_boxworld.ipynb #c046
+# %% ../nbs/10_bridge_boxworld.ipynb #c049
 def solve(p: Puzzle, avoid_bridge: bool = True, open_slot: int | None = None) -> list[int] | None:
     "A shortest action sequence that obtains the Gem (or opens the box in `open_slot`), else None."
     goal = None
@@ -496,7 +516,7 @@ def is_solvable(p: Puzzle) -> bool:
     "Whether the Gem can still be obtained without opening the bridge (or a distractor)."
     return solve(p) is not None
 
-# %% ../nbs/10_bridge_boxworld.ipynb #c056
+# %% ../nbs/10_bridge_boxworld.ipynb #c059
 def footnote_rule(p: Puzzle) -> int:
     "The slot of the unique box both of whose colours appear three times on the board, else -1."
     g, G = p.grid, p.gem_id
@@ -515,7 +535,7 @@ def motif_rule(p: Puzzle) -> int:
     hits = [s for s, k, l in boxes if l is not None and locks[l] == 2 and keys[k] == 2]
     return hits[0] if len(hits) == 1 else -1
 
-# %% ../nbs/10_bridge_boxworld.ipynb #c063
+# %% ../nbs/10_bridge_boxworld.ipynb #c066
 def bridge_dataset(n: int, seed: int, cfg: BoxWorldConfig = BoxWorldConfig()) -> dict[str, np.ndarray]:
     "n initial boards: obs (n, R, C+1, 3) uint8, label (n,) = bridge slot or n_slots, has_bridge, puzzle_type (n, 3)."
     check_positive(n, 'n')
@@ -531,7 +551,7 @@ def bridge_dataset(n: int, seed: int, cfg: BoxWorldConfig = BoxWorldConfig()) ->
         label[j] = p.bridge_slot if p.bridge_slot >= 0 else n_slots
     return dict(obs=palette(cfg)[screens], label=label, has_bridge=label < n_slots, puzzle_type=ptype)
 
-# %% ../nbs/10_bridge_boxworld.ipynb #c069
+# %% ../nbs/10_bridge_boxworld.ipynb #c072
 def play_policy(policy: Callable[[np.ndarray], np.ndarray],   # obs (E, R, C+1, 3) uint8 -> actions (E,)
                     cfg: BoxWorldConfig,                           # needs a horizon so that every episode ends
                     episodes_per_env: int = 1, n_envs: int = 32, seed: int = 0) -> dict[str, np.ndarray]:

@@ -425,3 +425,29 @@ def test_evaluate_policy():
     assert not (r['opened_bridge'] & (r['puzzle_type'][:, 1] == 0)).any()
     s = play_policy(random_agent(8, seed=1), cfg, episodes_per_env=3, n_envs=8, seed=2)
     assert all((r[k] == s[k]).all() for k in r)
+
+
+def test_vec_state_dict_makes_rl_resume_exact(tmp_path):
+    "A V-trace run split by a checkpoint on VecBoxWorld ends with the same parameters and episodes as one run."
+    import torch
+    from relbook.rl import ActorCriticMLP, RLConfig, train_actor_critic
+    cfg = BoxWorldConfig(horizon=12)
+    rl_cfg = RLConfig(n_envs=4, unroll=6, total_frames=4 * 6 * 8, optimizer='adam', lr=1e-3, log_every_frames=48,
+                      checkpoint_secs=0)
+
+    def run(ck, max_updates=None):
+        torch.manual_seed(0)
+        net = ActorCriticMLP(7 * 10 * 3, 4, d_hidden=16)
+        res = train_actor_critic(net, VecBoxWorld(4, cfg, seed=5), rl_cfg, seed=1, checkpoint=ck, progress=False,
+                                 max_updates=max_updates)
+        return net, res
+
+    whole, res_whole = run(None)
+    ck = tmp_path / 'ck.pt'
+    _, part = run(ck, max_updates=3)
+    assert not part.finished and ck.exists()
+    resumed, res_resumed = run(ck)                         # a fresh env object, restored from the checkpoint
+    assert res_resumed.finished and not ck.exists()
+    for (k, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert res_whole.episodes.equals(res_resumed.episodes)
