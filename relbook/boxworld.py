@@ -7,7 +7,6 @@ from __future__ import annotations
 import colorsys, functools
 from collections import Counter, deque
 from dataclasses import dataclass, replace
-from typing import Callable
 import numpy as np
 import gymnasium as gym
 from gymnasium import spaces
@@ -17,7 +16,7 @@ from .core import check_choice, check_positive
 # %% auto #0
 __all__ = ['ACTIONS', 'MOVES', 'BLANK', 'BoxWorldConfig', 'slots', 'palette', 'Puzzle', 'generate_puzzle', 'render', 'draw_board',
            'draw_graph', 'step_puzzle', 'BridgeBoxWorld', 'VecBoxWorld', 'solve', 'is_solvable', 'footnote_rule',
-           'motif_rule', 'bridge_dataset', 'play_policy', 'random_agent']
+           'motif_rule', 'bridge_dataset']
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c006
 ACTIONS = ('left', 'up', 'right', 'down')                  # the paper's order of the four actions
@@ -550,24 +549,3 @@ def bridge_dataset(n: int, seed: int, cfg: BoxWorldConfig = BoxWorldConfig()) ->
         screens[j], ptype[j] = _screen(p, cfg), p.puzzle_type
         label[j] = p.bridge_slot if p.bridge_slot >= 0 else n_slots
     return dict(obs=palette(cfg)[screens], label=label, has_bridge=label < n_slots, puzzle_type=ptype)
-
-# %% ../nbs/10_bridge_boxworld.ipynb #c072
-def play_policy(policy: Callable[[np.ndarray], np.ndarray],   # obs (E, R, C+1, 3) uint8 -> actions (E,)
-                    cfg: BoxWorldConfig,                           # needs a horizon so that every episode ends
-                    episodes_per_env: int = 1, n_envs: int = 32, seed: int = 0) -> dict[str, np.ndarray]:
-    "Per-episode arrays won, opened_bridge, truncated, episode_return, episode_length, puzzle_type: each env's first episodes."
-    if cfg.horizon is None: raise ValueError("cfg.horizon must be set to evaluate a policy (e.g. replace(cfg, horizon=2000))")
-    check_positive(episodes_per_env, 'episodes_per_env')
-    vec = VecBoxWorld(n_envs, cfg, seed)
-    obs, finished, rows = vec.reset(), np.zeros(n_envs, np.int64), []
-    while (finished < episodes_per_env).any():
-        obs, _, done, info = vec.step(np.asarray(policy(obs)))
-        keep = np.flatnonzero(done & (finished < episodes_per_env))
-        rows.append({k: v[keep] for k, v in info.items()})
-        finished += done
-    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
-
-def random_agent(n_envs: int, seed: int = 0) -> Callable[[np.ndarray], np.ndarray]:
-    "Uniformly random actions for n_envs environments, from its own generator."
-    rng = np.random.default_rng(seed)
-    return lambda obs: rng.integers(len(ACTIONS), size=n_envs)

@@ -7,8 +7,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from relbook.boxworld import (ACTIONS, BLANK, BoxWorldConfig, BridgeBoxWorld, Puzzle, VecBoxWorld, _opened, _place, _slots,
-                              bridge_dataset, draw_board, draw_graph, play_policy, footnote_rule, generate_puzzle,
-                              is_solvable, motif_rule, palette, random_agent, render, slots, solve, step_puzzle)
+                              bridge_dataset, draw_board, draw_graph, footnote_rule, generate_puzzle,
+                              is_solvable, motif_rule, palette, render, slots, solve, step_puzzle)
 
 CFG = BoxWorldConfig()
 ORIG = BoxWorldConfig(bridge=False)
@@ -414,17 +414,17 @@ def test_bridge_dataset():
         bridge_dataset(5, -1)
 
 
-def test_evaluate_policy():
-    with pytest.raises(ValueError, match='cfg.horizon must be set'):
-        play_policy(random_agent(4), CFG, 1, 4)
+def test_random_policy_baseline_on_vec_boxworld():
+    "The lab's evaluate_policy on VecBoxWorld: each env's first episodes, consistent endings, deterministic."
+    from relbook.rl import evaluate_policy, random_policy
     cfg = replace(CFG, horizon=100)
-    r = play_policy(random_agent(8, seed=1), cfg, episodes_per_env=3, n_envs=8, seed=2)
-    assert set(r) == {'won', 'opened_bridge', 'truncated', 'episode_return', 'episode_length', 'puzzle_type'}
-    assert len(r['won']) == 24 and (r['episode_length'] <= 100).all()
-    assert (r['won'] | r['opened_bridge'] | r['truncated']).all()
-    assert not (r['opened_bridge'] & (r['puzzle_type'][:, 1] == 0)).any()
-    s = play_policy(random_agent(8, seed=1), cfg, episodes_per_env=3, n_envs=8, seed=2)
-    assert all((r[k] == s[k]).all() for k in r)
+    play = lambda: evaluate_policy(random_policy(4), VecBoxWorld(8, cfg, seed=2), 24, seed=1, device='cpu')['episodes']
+    r = play()
+    assert {'won', 'opened_bridge', 'truncated', 'length', 'puzzle_type'} <= set(r.columns)
+    assert len(r) == 24 and (r.env.value_counts() == 3).all() and (r.length <= 100).all()
+    assert (r.won | r.opened_bridge | r.truncated).all()
+    assert not (r.opened_bridge & (np.stack(r.puzzle_type.to_numpy())[:, 1] == 0)).any()
+    assert r.equals(play())
 
 
 def test_vec_state_dict_makes_rl_resume_exact(tmp_path):
