@@ -19,9 +19,9 @@ from .core import (get_profile, using_profile, seed_everything, get_device, prov
 
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
-           'Seq2Seq', 'TrainConfig', 'make_optimizer', 'make_scheduler', 'FitResult', 'fit', 'trial_key',
-           'ResultsStore', 'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment',
-           'main']
+           'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'make_scheduler', 'FitResult', 'fit',
+           'trial_key', 'ResultsStore', 'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments',
+           'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -141,6 +141,22 @@ class Seq2Seq(Task):
             a_hits, _, a_seq = self._acc(pred, target)
             sums.update(ar_acc=a_hits, ar_seq_acc=a_seq); counts.update(ar_acc=int(n_tok), ar_seq_acc=len(tgt))
         return sums, counts
+
+class LanguageModeling(Task):
+    "batch = (windows,) of token ids (b, L+1); `model(w[:, :-1])` gives next-token logits (b, L, V); loss per token (nats)."
+    def __init__(self, pad_id: int | None = None): self.pad_id = pad_id
+    def _lp(self, model, batch):
+        (w,) = batch
+        return model(w[:, :-1]), w[:, 1:]
+    def loss(self, model, batch):
+        logits, y = self._lp(model, batch)
+        return F.cross_entropy(logits.transpose(1, 2), y, ignore_index=-100 if self.pad_id is None else self.pad_id)
+    def batch_metrics(self, model, batch):
+        logits, y = self._lp(model, batch)
+        keep = torch.ones_like(y, dtype=torch.bool) if self.pad_id is None else y != self.pad_id
+        loss = F.cross_entropy(logits.transpose(1, 2), y, reduction='none')[keep].sum()
+        n = int(keep.sum())
+        return {'loss': loss, 'acc': ((logits.argmax(-1) == y) & keep).sum()}, n
 
 # %% ../nbs/91_harness.ipynb #c013
 @dataclass

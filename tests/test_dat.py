@@ -1,0 +1,191 @@
+"Tests of relational attention and the Dual Attention Transformer (relbook.dat)."
+from dataclasses import replace
+import pytest
+import torch
+from relbook.dat import (DualAttention, DATConfig, DATLanguageModel, DATSeq2Seq, ViDAT, PositionalSymbols,
+                         PositionRelativeSymbols, SymbolicAttention, SYMBOL_TYPES, theorem1_check, bench_once,
+                         attention_mask, DATStack)
+from relbook.harness import Seq2Seq, Classification
+
+
+def _symbols(kind, d, n, x):
+    return {'positional': PositionalSymbols(d, n), 'position_relative': PositionRelativeSymbols(d, 3),
+            'symbolic': SymbolicAttention(d, 5, 2)}[kind].double()(x)
+
+
+@pytest.mark.parametrize('symbol', SYMBOL_TYPES)
+@pytest.mark.parametrize('causal', [False, True])
+@pytest.mark.parametrize('pad', [False, True])
+@pytest.mark.parametrize('extra', [{}, {'symmetric_rels': True}, {'n_kv_heads': 1}, {'rope': True, 'n_kv_heads': 2},
+                                   {'head_type': 'rca'}, {'n_relations': 3, 'rel_proj_dim': 5}])
+def test_fast_matches_reference(symbol, causal, pad, extra):
+    torch.manual_seed(0)
+    d, b, n = 32, 3, 7
+    m = DualAttention(d, 2, 2, **extra).double()
+    x = torch.randn(b, n, d, dtype=torch.float64)
+    s = _symbols(symbol, d, n, x)
+    keep = None
+    if pad:
+        keep = torch.ones(b, n, dtype=torch.bool); keep[0, 5:] = False; keep[1, 0] = False; keep[2, :] = False
+    fast = m(x, s, key_padding_mask=keep, causal=causal)
+    ref = m(x, s, key_padding_mask=keep, causal=causal, impl='reference')
+    assert torch.isfinite(fast).all()
+    assert (fast - ref).abs().max() < 1e-12
+
+
+def test_fully_masked_rows_are_zero_not_nan():
+    m = DualAttention(16, 2, 2).double()
+    x = torch.randn(1, 4, 16, dtype=torch.float64)
+    keep = torch.zeros(1, 4, dtype=torch.bool)
+    for impl in ('fast', 'reference'):
+        y = m(x, PositionalSymbols(16, 4).double()(x), key_padding_mask=keep, impl=impl)
+        assert torch.isfinite(y).all()
+
+
+def test_symmetric_relations_symmetric_psd():
+    m = DualAttention(32, 0, 4, symmetric_rels=True)
+    R = m.relations(torch.randn(2, 6, 32))
+    assert torch.allclose(R, R.transpose(1, 2), atol=1e-6)
+    assert torch.linalg.eigvalsh(R[0].permute(2, 0, 1)).min() > -1e-5
+    assert m.rel_k is None
+
+
+def test_official_shapes():
+    m = DualAttention(128, 4, 4)
+    assert m.head_dim == 16 and m.n_rel == 4 and m.rel_dim == 16 * 4 // 4
+    assert tuple(m.w_r.shape) == (4, 16, 4)
+    assert abs(m.rel_scale - 16 ** -0.5) < 1e-12
+    assert m.sa_o.weight.shape == (64, 64) and m.ra_o.weight.shape == (64, 64)
+
+
+@pytest.mark.parametrize('kw, msg', [(dict(d_model=30, n_heads_sa=4, n_heads_ra=4), 'divisible'),
+                                     (dict(d_model=32, n_heads_sa=0, n_heads_ra=0), 'n_heads'),
+                                     (dict(d_model=32, n_heads_sa=4, n_heads_ra=4, n_kv_heads=3), 'n_kv_heads'),
+                                     (dict(d_model=32, n_heads_sa=2, n_heads_ra=2, head_type='x'), 'head_type'),
+                                     (dict(d_model=27, n_heads_sa=1, n_heads_ra=2, rope=True), 'rope')])
+def test_bad_configs(kw, msg):
+    d, sa, ra = kw.pop('d_model'), kw.pop('n_heads_sa'), kw.pop('n_heads_ra')
+    with pytest.raises(ValueError, match=msg):
+        DualAttention(d, sa, ra, **kw)
+
+
+def test_bad_inputs():
+    m = DualAttention(32, 2, 2)
+    x = torch.randn(2, 5, 32)
+    with pytest.raises(ValueError, match='symbols'): m(x)
+    with pytest.raises(ValueError, match='symbols'): m(x, torch.randn(2, 4, 32))
+    with pytest.raises(ValueError, match='relative'): m(x, torch.randn(6, 32))
+    with pytest.raises(ValueError, match='x must be'): m(torch.randn(2, 5, 16), torch.randn(2, 5, 16))
+    with pytest.raises(ValueError, match='key_padding_mask'): m(x, torch.randn(2, 5, 32), key_padding_mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match='impl'): m(x, torch.randn(2, 5, 32), impl='naive')
+    for bad in (dict(symbol_type='relative'), dict(pos_enc='alibi'), dict(norm_type='batchnorm'), dict(activation='tanh'),
+                dict(dropout=1.5), dict(d_model=30)):
+        with pytest.raises(ValueError): DATConfig(**bad)
+
+
+def test_masked_keys_do_not_leak():
+    torch.manual_seed(0)
+    m = DualAttention(32, 2, 2, symmetric_rels=True)
+    x = torch.randn(2, 6, 32); s = PositionalSymbols(32, 6)(x)
+    keep = torch.ones(2, 6, dtype=torch.bool); keep[:, 4:] = False
+    x2 = x.clone(); x2[:, 4:] += 1.0
+    assert torch.allclose(m(x, s, key_padding_mask=keep)[:, :4], m(x2, s, key_padding_mask=keep)[:, :4], atol=1e-6)
+    # causal: the future does not change the past
+    y1, y2 = m(x, s, causal=True), m(x2, s, causal=True)
+    assert torch.allclose(y1[:, :4], y2[:, :4], atol=1e-6)
+
+
+@pytest.mark.parametrize('symbol', SYMBOL_TYPES)
+def test_kv_cache_exact(symbol):
+    torch.manual_seed(0)
+    cfg = DATConfig(d_model=32, n_layers=2, n_heads_sa=2, n_heads_ra=2, symbol_type=symbol, max_len=32, max_rel_pos=4,
+                    n_symbols=8, sym_heads=2, pos_enc='rope', n_kv_heads=1)
+    lm = DATLanguageModel(40, cfg).eval()
+    idx = torch.randint(0, 40, (2, 10))
+    caches = [dict() for _ in lm.stack.blocks]
+    steps = torch.cat([lm(idx[:, :3], caches=caches)] + [lm(idx[:, t:t + 1], caches=caches) for t in range(3, 10)], 1)
+    assert torch.allclose(lm(idx), steps, atol=1e-4)
+    g1 = lm.generate(idx[:, :3], 6, temperature=0)
+    g2 = lm.generate(idx[:, :3], 6, temperature=0, use_cache=False)
+    assert torch.equal(g1, g2) and g1.shape == (2, 9)
+    s1 = lm.generate(idx[:, :3], 5, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1))
+    s2 = lm.generate(idx[:, :3], 5, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(s1, s2)
+
+
+def test_generate_errors():
+    lm = DATLanguageModel(10, DATConfig(d_model=16, n_heads_sa=1, n_heads_ra=1, max_len=8))
+    with pytest.raises(ValueError, match='max_len'): lm.generate(torch.zeros(1, 4, dtype=torch.long), 8)
+    with pytest.raises(ValueError, match='temperature'): lm.generate(torch.zeros(1, 2, dtype=torch.long), 2, temperature=-1)
+    with pytest.raises(ValueError, match='token ids'): lm(torch.tensor([[1, 10]]))
+
+
+@pytest.mark.parametrize('head_type', ['ra', 'rca'])
+def test_models_train_a_step(head_type):
+    torch.manual_seed(0)
+    enc = DATConfig(d_model=32, n_layers=2, n_heads_sa=2, n_heads_ra=2, head_type=head_type, activation='relu',
+                    norm_first=False, pos_enc='sinusoidal', norm_type='rmsnorm')
+    s2s = DATSeq2Seq(20, 20, enc, replace(enc, n_heads_sa=2, n_heads_ra=2))
+    src, tgt = torch.randint(1, 20, (4, 9)), torch.randint(1, 20, (4, 6)); src[0, 6:] = 0
+    for model, task, batch in [(s2s, Seq2Seq(pad_id=0), (src, tgt)),
+                               (ViDAT(8, 2, 1, 10, replace(enc, symbol_type='position_relative', symmetric_rels=True)),
+                                Classification(), (torch.rand(4, 1, 8, 8), torch.randint(0, 10, (4,)))),
+                               (ViDAT(8, 4, 3, 1, replace(enc, symbol_type='symbolic', n_symbols=4, sym_heads=2)),
+                                Classification(), (torch.rand(4, 3, 8, 8), torch.randint(0, 2, (4,))))]:
+        before = [p.detach().clone() for p in model.parameters()]
+        opt = torch.optim.Adam(model.parameters(), 1e-3)
+        loss = task.loss(model, batch); loss.backward(); opt.step()
+        assert torch.isfinite(loss)
+        assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    lm = DATLanguageModel(30, replace(enc, symbol_type='symbolic', n_symbols=8, sym_heads=2, pos_enc='rope'))
+    idx = torch.randint(0, 30, (3, 12))
+    loss = torch.nn.functional.cross_entropy(lm(idx[:, :-1]).transpose(1, 2), idx[:, 1:]); loss.backward()
+    assert torch.isfinite(loss)
+
+
+def test_seq2seq_generate_matches_teacher_forcing():
+    torch.manual_seed(0)
+    enc = DATConfig(d_model=32, n_layers=2, n_heads_sa=2, n_heads_ra=2)
+    m = DATSeq2Seq(20, 20, enc, enc).eval()
+    src, start = torch.randint(1, 20, (3, 7)), torch.ones(3, 1, dtype=torch.long)
+    gen = m.generate(src, 5, start)
+    tf = start
+    for _ in range(5): tf = torch.cat([tf, m(src, tf)[:, -1:].argmax(-1)], 1)
+    assert torch.equal(gen, tf[:, 1:])
+
+
+def test_transformer_is_the_zero_relational_head_case():
+    cfg = DATConfig(d_model=32, n_heads_sa=4, n_heads_ra=0)
+    stack = DATStack(cfg)
+    assert stack.symbols is None
+    assert stack(torch.randn(2, 5, 32)).shape == (2, 5, 32)
+
+
+def test_theorem1():
+    lo, hi = theorem1_check(1.0, n_samples=500), theorem1_check(100.0, n_samples=500)
+    assert lo['bound_holds'] and hi['bound_holds']
+    assert hi['max_err_margin'] < 1e-9 < lo['max_err_margin']
+    assert hi['symbol_acc_margin'] == 1.0
+
+
+def test_bench_once_runs():
+    r = bench_once('fast', 32, d_model=32, n_heads=2, repeats=1)
+    assert r['time_ms'] > 0 and set(r) == {'time_ms', 'peak_mib'}
+    with pytest.raises(ValueError, match='impl'): bench_once('slow', 8)
+
+
+def test_rca_heads_equal_the_abstractors_rca():
+    from relbook.abstractor import RelationalCrossAttention
+    torch.manual_seed(0)
+    d, h, n = 32, 4, 6
+    dat_rca = DualAttention(d, 0, h, head_type='rca', bias=False).double()
+    abs_rca = RelationalCrossAttention(d, d, h, d_k=d // h).double()
+    with torch.no_grad():
+        abs_rca.w_q.weight.copy_(dat_rca.ra_q.weight); abs_rca.w_k.weight.copy_(dat_rca.ra_k.weight)
+        abs_rca.w_v.weight.copy_(dat_rca.ra_s.weight); abs_rca.w_o.weight.copy_(dat_rca.ra_o.weight); abs_rca.w_o.bias.zero_()
+    x, s = torch.randn(2, n, d, dtype=torch.float64), torch.randn(2, n, d, dtype=torch.float64)
+    keep = torch.ones(2, n, dtype=torch.bool); keep[1, 4:] = False
+    for causal in (False, True):
+        a = dat_rca(x, s, key_padding_mask=keep, causal=causal)
+        b = abs_rca(x, s, key_padding_mask=keep, causal=causal)
+        assert (a - b).abs().max() < 1e-12
