@@ -10,12 +10,12 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import check_choice, check_positive, check_shape, by_profile
+from .core import check_choice, check_positive, check_shape, by_profile, get_profile
 from .abstractor import sinusoidal, count_params
 from .harness import experiment, grid, run_sweep
 
 # %% auto #0
-__all__ = ['SYMBOL_TYPES', 'BENCH_NS', 'rope_angles', 'apply_rope', 'attention_mask', 'PositionalSymbols',
+__all__ = ['SYMBOL_TYPES', 'BLOCK_PAIRS', 'BENCH_NS', 'rope_angles', 'apply_rope', 'attention_mask', 'PositionalSymbols',
            'PositionRelativeSymbols', 'SymbolicAttention', 'DualAttention', 'theorem1_module', 'theorem1_check', 'MLP',
            'make_norm', 'DATConfig', 'CrossAttention', 'DATBlock', 'DATStack', 'DATSeq2Seq', 'DATLanguageModel',
            'ViDAT', 'bench_once', 'bench_subprocess', 'ra_benchmark_trial', 'ra_benchmark_experiment']
@@ -116,6 +116,20 @@ def _sdpa(q, k, v, allow, causal_only: bool):
     o = F.scaled_dot_product_attention(q, k, v, attn_mask=allow)
     return torch.where(allow.any(-1, keepdim=True), o, 0.0)
 
+BLOCK_PAIRS = 1 << 20      # (query, key) pairs per block of the fast relational path
+
+def _sdpa_wide(q, k, v, allow, causal_only: bool):
+    "SDPA with values wider than the queries: the values are cut into query-wide chunks run as extra heads, so the fused (memory-linear) kernels apply."
+    dq, dv = q.shape[-1], v.shape[-1]
+    if dv == dq: return _sdpa(q, k, v, allow, causal_only)
+    c = -(-dv // dq)
+    if c * dq != dv: v = F.pad(v, (0, c * dq - dv))
+    b, h, n, _ = q.shape
+    n_k = k.shape[2]
+    v = v.view(b, h, n_k, c, dq).transpose(2, 3).reshape(b, h * c, n_k, dq)
+    o = _sdpa(q.repeat_interleave(c, 1), k.repeat_interleave(c, 1), v, allow, causal_only)
+    return o.view(b, h, c, n, dq).transpose(2, 3).reshape(b, h, n, c * dq)[..., :dv]
+
 def _rel_index(n_q: int, n_k: int, max_rel_pos: int, offset: int, device) -> torch.Tensor:
     "(n_q, n_k) library index clip(j - i, ±Δ) + Δ, query i at position offset + i."
     i = torch.arange(n_q, device=device)[:, None] + offset
@@ -184,7 +198,7 @@ class DualAttention(nn.Module):
                 key_padding_mask: torch.Tensor | None = None,   # (b, n_keys) True at real tokens
                 causal: bool = False, cache: dict | None = None, impl: str = 'fast') -> torch.Tensor:
         "x (b, n, d); symbols (b, n, d), or the relative library (2Δ+1, d) -> (b, n, d). `cache` (a dict) enables incremental decoding."
-        check_choice(impl, 'impl', ('fast', 'reference'))
+        check_choice(impl, 'impl', ('fast', 'factorised', 'reference'))
         self._check(x, symbols)
         b, n, _ = x.shape
         offset = 0 if cache is None else cache.get('len', 0)
@@ -197,7 +211,7 @@ class DualAttention(nn.Module):
             v = _heads(self.sa_v(x), self.n_kv or self.n_sa)
             if cache is not None: k, v = self._append(cache, 'sa', k, v)
             k, v = _expand_kv(k, self.n_sa), _expand_kv(v, self.n_sa)
-            if impl == 'fast': o = _sdpa(q, k, v, allow, causal_only)
+            if impl != 'reference': o = _sdpa(q, k, v, allow, causal_only)
             else:
                 o = _softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), allow) @ v
             outs.append(self.sa_o(o.transpose(1, 2).reshape(b, n, -1)))
@@ -234,22 +248,46 @@ class DualAttention(nn.Module):
         n_k = k.shape[2]
         if impl == 'reference':
             return self._relational_reference(q, k, qr if ra else None, kr, sv, allow, relative, offset)
-        # fast path: never an (n, n, d) tensor
-        if relative:                        # needs α itself (b, h, n, n_k), then a scatter into the 2Δ+1 offsets
-            alpha = _softmax(q @ k.transpose(-2, -1) / math.sqrt(hd), allow)
-            idx = _rel_index(n, n_k, (sv.shape[1] - 1) // 2, offset, x.device).expand(b, h, n, n_k)
-            a_rel = alpha.new_zeros(b, h, n, sv.shape[1]).scatter_add_(-1, idx, alpha)  # Σ_j α_ij 1[clip(j-i)=δ]
-            out = a_rel @ sv                                                                # (b, h, n, d_h)
-            att_k = alpha @ kr.flatten(2)[:, None] if ra else None                          # (b, h, n, d_r·d_proj)
+        if not relative and (impl == 'factorised' or not ra):
+            out = self._relational_factorised(q, k, qr if ra else None, kr, sv, allow, causal_only)
         else:
-            vals = sv if not ra else torch.cat([kr.flatten(2)[:, None].expand(b, h, n_k, -1), sv], -1)
-            o = _sdpa(q, k, vals, allow, causal_only)
-            out = o[..., -hd:]
-            att_k = o[..., :-hd] if ra else None
-        if ra:   # Σ_j α_ij r_ijℓ = ⟨φ_q,ℓ(x_i), Σ_j α_ij φ_k,ℓ(x_j)⟩, then W_r per head
-            rel = (att_k.view(b, h, n, self.n_rel, self.rel_dim) * qr[:, None]).sum(-1) * self.rel_scale   # (b, h, n, d_r)
-            out = out + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
+            out = self._relational_blocked(q, k, qr if ra else None, kr, sv, allow, relative, offset)
         return out.transpose(1, 2).reshape(b, n, h * hd)
+
+    def _relational_factorised(self, q, k, qr, kr, sv, allow, causal_only):
+        "One SDPA call whose values are [φ_k,ℓ(x_j) for all ℓ | s_j W_s]; Σ_j α_ij r_ijℓ = ⟨φ_q,ℓ(x_i), Σ_j α_ij φ_k,ℓ(x_j)⟩."
+        b, h, n, hd = q.shape
+        if qr is None: return _sdpa(q, k, sv, allow, causal_only)                  # RCA heads: the values are the symbols
+        n_k = k.shape[2]
+        vals = torch.cat([kr.flatten(2)[:, None].expand(b, h, n_k, -1), sv], -1)    # (b, h, n_k, d_r·d_proj + d_h)
+        o = _sdpa_wide(q, k, vals, allow, causal_only)
+        rel = (o[..., :-hd].view(b, h, n, self.n_rel, self.rel_dim) * qr[:, None]).sum(-1) * self.rel_scale   # (b, h, n, d_r)
+        return o[..., -hd:] + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
+
+    def _relational_blocked(self, q, k, qr, kr, sv, allow, relative, offset):
+        "Relations first, one block of queries at a time: memory O(block·n·(h + d_r)), never an (n, n, d) tensor."
+        b, h, n, hd = q.shape
+        n_k = k.shape[2]
+        step = max(8, BLOCK_PAIRS // max(n_k, 1))                                        # queries per block
+        kt = k.transpose(-2, -1).contiguous()                                          # (b, h, d_h, n_k): matmul-friendly layout
+        q = q * hd ** -0.5
+        krT = kr.permute(0, 2, 3, 1) if qr is not None else None                       # (b, d_r, d_proj, n_k)
+        outs = []
+        for s in range(0, n, step):
+            e = min(n, s + step)
+            blk = None if allow is None else (allow if allow.shape[-2] == 1 else allow[..., s:e, :])
+            a = _softmax(q[:, :, s:e] @ kt, blk)                                        # (b, h, B, n_k)
+            if relative:                                                                 # Σ_δ (Σ_{j: clip(j-i)=δ} α_ij) s_δ W_s
+                idx = _rel_index(e - s, n_k, (sv.shape[1] - 1) // 2, offset + s, q.device).expand(b, h, e - s, n_k)
+                o = a.new_zeros(b, h, e - s, sv.shape[1]).scatter_add_(-1, idx, a) @ sv
+            else:
+                o = a @ sv
+            if qr is not None:
+                r = (qr[:, s:e] * self.rel_scale).permute(0, 2, 1, 3) @ krT              # (b, d_r, B, n_k): r_ijℓ for this block
+                rel = torch.einsum('bhij,brij->bhir', a, r)                              # Σ_j α_ij r_ij
+                o = o + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
+            outs.append(o)
+        return torch.cat(outs, 2)
 
     def _relational_reference(self, q, k, qr, kr, sv, allow, relative, offset):
         "The paper's App. B.1 einsums: materialises α (b,h,n,n), the relation tensor (b,n,n,d_r) and, for relative symbols, s_{j-i}W_s (n,n,h,d_h)."
@@ -575,7 +613,7 @@ def _bench_model(impl: str, d_model: int, n_heads: int) -> DualAttention:
 def bench_once(impl: str, n: int, d_model: int = 128, n_heads: int = 4, batch: int = 1, repeats: int = 3,
                device: str = 'cpu') -> dict:
     "Forward time (median of `repeats`, ms) and peak extra memory (MiB) of one attention layer in this process."
-    check_choice(impl, 'impl', ('fast', 'reference', 'sdpa'))
+    check_choice(impl, 'impl', ('fast', 'factorised', 'reference', 'sdpa'))
     torch.manual_seed(0)
     m = _bench_model(impl, d_model, n_heads).to(device).eval()
     x = torch.randn(batch, n, d_model, device=device); s = torch.randn(batch, n, d_model, device=device)
@@ -594,13 +632,17 @@ def bench_once(impl: str, n: int, d_model: int = 128, n_heads: int = 4, batch: i
     return {'time_ms': 1e3 * times[len(times) // 2], 'peak_mib': float(peak)}
 
 def bench_subprocess(impl: str, n: int, threads: int = 2, **kw) -> dict:
-    "`bench_once` in a fresh CPU process (so the peak-RSS high-water mark belongs to this measurement alone)."
+    """`bench_once` in fresh CPU processes: the time from one with the default allocator, the peak from one with
+    glibc's mmap threshold lowered, so freed buffers go back to the OS and the RSS high-water mark follows live tensors."""
     args = json.dumps(dict(impl=impl, n=n, **kw))
     code = f"import json; from relbook.dat import bench_once; print(json.dumps(bench_once(**json.loads({args!r}))))"
-    env = {**os.environ, 'OMP_NUM_THREADS': str(threads), 'MKL_NUM_THREADS': str(threads)}
-    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env)
-    if r.returncode: raise RuntimeError(f"benchmark subprocess failed: {r.stderr[-2000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    out = []
+    for extra in ({}, {'MALLOC_MMAP_THRESHOLD_': '65536'}):
+        env = {**os.environ, 'OMP_NUM_THREADS': str(threads), 'MKL_NUM_THREADS': str(threads), **extra}
+        r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env)
+        if r.returncode: raise RuntimeError(f"benchmark subprocess failed: {r.stderr[-2000:]}")
+        out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    return {'time_ms': out[0]['time_ms'], 'peak_mib': out[1]['peak_mib']}
 
 BENCH_NS = dict(smoke=[32, 64], quick=[64, 128, 256, 512, 1024, 2048, 4096], full=[64, 128, 256, 512, 1024, 2048, 4096, 8192])
 
@@ -608,11 +650,13 @@ def ra_benchmark_trial(impl: str, n: int, seed: int = 0) -> dict:
     dev = 'cuda' if torch.cuda.is_available() and os.environ.get('RELBOOK_DEVICE', '') != 'cpu' else 'cpu'
     kw = dict(d_model=128, n_heads=4, batch=1, repeats=by_profile(smoke=1, quick=5, full=10))
     if dev == 'cpu' and impl == 'reference' and n > 4096: return {'time_ms': float('nan'), 'peak_mib': float('nan'), 'device': dev}
-    res = bench_subprocess(impl, n, **kw) if dev == 'cpu' else bench_once(impl, n, device=dev, **kw)
-    return {**res, 'device': dev, **kw}
+    threads = torch.get_num_threads()                   # the caller's thread budget (OMP_NUM_THREADS)
+    in_process = dev != 'cpu' or get_profile() == 'smoke'      # smoke: seconds, no fresh processes
+    res = bench_once(impl, n, device=dev, **kw) if in_process else bench_subprocess(impl, n, threads=threads, **kw)
+    return {**res, 'device': dev, 'bench_threads': threads, **kw}
 
 @experiment('ra_benchmark')
 def ra_benchmark_experiment() -> pd.DataFrame:
-    "Fast vs reference relational attention vs plain SDPA: forward time and peak memory over sequence length."
-    return run_sweep('ra_benchmark', grid(impl=['fast', 'reference', 'sdpa'], n=by_profile(**BENCH_NS), seed=[0]),
+    "Relational attention (fast blocked, factorised SDPA, paper-literal) vs plain SDPA: forward time and peak memory over n."
+    return run_sweep('ra_benchmark', grid(impl=['fast', 'factorised', 'reference', 'sdpa'], n=by_profile(**BENCH_NS), seed=[0]),
                      ra_benchmark_trial)

@@ -27,10 +27,27 @@ def test_fast_matches_reference(symbol, causal, pad, extra):
     keep = None
     if pad:
         keep = torch.ones(b, n, dtype=torch.bool); keep[0, 5:] = False; keep[1, 0] = False; keep[2, :] = False
-    fast = m(x, s, key_padding_mask=keep, causal=causal)
     ref = m(x, s, key_padding_mask=keep, causal=causal, impl='reference')
-    assert torch.isfinite(fast).all()
-    assert (fast - ref).abs().max() < 1e-12
+    for impl in ('fast', 'factorised'):
+        out = m(x, s, key_padding_mask=keep, causal=causal, impl=impl)
+        assert torch.isfinite(out).all()
+        assert (out - ref).abs().max() < 1e-12, impl
+
+
+@pytest.mark.parametrize('symbol', SYMBOL_TYPES)
+def test_fast_path_across_query_blocks(symbol, monkeypatch):
+    import relbook.dat as dat
+    monkeypatch.setattr(dat, 'BLOCK_PAIRS', 16)          # 8 queries per block: 40 queries -> 5 blocks
+    torch.manual_seed(0)
+    d, b, n = 32, 2, 40
+    m = DualAttention(d, 2, 2, symmetric_rels=True).double()
+    x = torch.randn(b, n, d, dtype=torch.float64)
+    s = _symbols(symbol, d, n, x)
+    keep = torch.ones(b, n, dtype=torch.bool); keep[1, 30:] = False
+    for causal in (False, True):
+        a = m(x, s, key_padding_mask=keep, causal=causal)
+        r = m(x, s, key_padding_mask=keep, causal=causal, impl='reference')
+        assert (a - r).abs().max() < 1e-12
 
 
 def test_fully_masked_rows_are_zero_not_nan():
@@ -189,3 +206,9 @@ def test_rca_heads_equal_the_abstractors_rca():
         a = dat_rca(x, s, key_padding_mask=keep, causal=causal)
         b = abs_rca(x, s, key_padding_mask=keep, causal=causal)
         assert (a - b).abs().max() < 1e-12
+
+
+def test_bench_subprocess_measures_in_fresh_processes():
+    from relbook.dat import bench_subprocess
+    r = bench_subprocess('fast', 16, threads=1, d_model=16, n_heads=2, repeats=1)
+    assert r['time_ms'] > 0 and r['peak_mib'] >= 0
