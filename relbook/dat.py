@@ -610,6 +610,24 @@ class ViDAT(nn.Module):
 def _bench_model(impl: str, d_model: int, n_heads: int) -> DualAttention:
     return DualAttention(d_model, n_heads, 0) if impl == 'sdpa' else DualAttention(d_model, 0, n_heads)
 
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in open('/proc/self/status'):
+            if line.startswith(field + ':'): return int(line.split()[1])
+    except OSError: return None
+
+def _rss_base() -> int:
+    "Resident memory now (KiB), with the high-water mark reset to it where Linux allows (/proc/self/clear_refs)."
+    try:
+        with open('/proc/self/clear_refs', 'w') as f: f.write('5')
+        return _status_kib('VmRSS')
+    except (OSError, TypeError): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+def _rss_peak() -> int:
+    "The resident-memory high-water mark (KiB) since `_rss_base`."
+    hwm = _status_kib('VmHWM')
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
 def bench_once(impl: str, n: int, d_model: int = 128, n_heads: int = 4, batch: int = 1, repeats: int = 3,
                device: str = 'cpu') -> dict:
     "Forward time (median of `repeats`, ms) and peak extra memory (MiB) of one attention layer in this process."
@@ -622,12 +640,11 @@ def bench_once(impl: str, n: int, d_model: int = 128, n_heads: int = 4, batch: i
     with torch.no_grad():
         if device.startswith('cuda'):
             run(); sync(); torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()
-        else: base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        else: base = _rss_base()
         times = []
         for _ in range(repeats + 1):
             t0 = time.perf_counter(); run(); sync(); times.append(time.perf_counter() - t0)
-        peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if device.startswith('cuda') else \
-               (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
+        peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if device.startswith('cuda') else (_rss_peak() - base) / 1024
     times = sorted(times[1:]) if repeats > 1 else times
     return {'time_ms': 1e3 * times[len(times) // 2], 'peak_mib': float(peak)}
 
