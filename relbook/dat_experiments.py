@@ -114,8 +114,10 @@ def vision_data(dataset: str, seed: int) -> dict:
         root = os.environ.get('RELBOOK_CIFAR')
         if not root: raise ValueError("dataset='cifar*' needs $RELBOOK_CIFAR pointing at the CIFAR python-format folders")
         (xtr, ytr), test = load_cifar(root, dataset, 'train'), load_cifar(root, dataset, 'test')
-        tv = image_splits(xtr, ytr, n_val=5000, n_test=1, seed=seed)
-        parts, patch = {'train': tv['train'], 'val': tv['val'], 'test': test}, 4
+        n_cls = int(ytr.max()) + 1                   # a stratified validation split from the training images; the official test set
+        tv = image_splits(xtr, ytr, n_val=min(5000, len(ytr) // 10), n_test=n_cls, seed=seed)
+        train = tuple(torch.cat([a, b]) for a, b in zip(tv['train'], tv['test']))   # the n_cls 'test' images go back to training
+        parts, patch = {'train': train, 'val': tv['val'], 'test': test}, 4
     mean, std = channel_stats(parts['train'][0])
     out = {k: (normalize(x, mean, std), y) for k, (x, y) in parts.items()}
     return {**out, 'patch': patch, 'n_classes': int(parts['train'][1].max()) + 1}
