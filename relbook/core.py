@@ -12,7 +12,8 @@ import torch
 
 # %% auto #0
 __all__ = ['PROFILES', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device', 'repo_root',
-           'git_sha', 'results_dir', 'atomic_write', 'provenance', 'check_shape', 'check_choice', 'check_positive']
+           'git_sha', 'results_dir', 'atomic_write', 'provenance', 'check_shape', 'check_choice', 'check_seed',
+           'check_positive']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'full')
@@ -136,6 +137,12 @@ def check_choice(value: Any, name: str, choices: Sequence) -> Any:
     "Raise ValueError unless `value` is one of `choices`."
     if value not in choices: raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
     return value
+
+def check_seed(value: Any, name: str = 'seed') -> int:
+    "Raise ValueError unless `value` is a non-negative int (bools refused); return it as an int."
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return int(value)
 
 def check_positive(value: Any, name: str, integer: bool = True) -> Any:
     "Raise ValueError unless `value` is a positive int (or positive number if not `integer`)."

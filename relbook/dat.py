@@ -158,7 +158,7 @@ class DualAttention(nn.Module):
             for k, v in dict(n_heads_sa=n_heads_sa, n_heads_ra=n_heads_ra).items():
                 if v and v % n_kv_heads: raise ValueError(f"{k}={v} must be divisible by n_kv_heads={n_kv_heads}")
         if rope and self.head_dim % 2: raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
-        self.rope, self.rope_base, self.head_type, self.symmetric = rope, rope_base, head_type, symmetric_rels
+        self.rope, self.rope_base, self.head_type = rope, rope_base, head_type
         hd = self.head_dim
         kv = lambda h: (n_kv_heads or h) * hd
         if n_heads_sa:
@@ -231,27 +231,23 @@ class DualAttention(nn.Module):
         relative = symbols.dim() == 2
         q, k = self._qk(x, self.ra_q, self.ra_k, h, offset)
         ra = self.head_type == 'ra'
+        qr = kr = None                                                                    # relation queries/keys (RA heads only)
         if ra:
             qr = self.rel_q(x).view(b, n, self.n_rel, self.rel_dim)                     # φ_q,ℓ(x_i)
             kr = qr if self.rel_k is None else self.rel_k(x).view(b, n, self.n_rel, self.rel_dim)
-        else:
-            kr = x.new_zeros(b, n, 0, 0)
-        kr = kr.flatten(2).unsqueeze(1)                                                   # (b, 1, n, d_r·d_proj), shared by the heads
-        if relative:
-            sv = self.ra_s(symbols).view(-1, h, hd).transpose(0, 1)                     # (h, 2Δ+1, d_h): S_lib W_s
-            if cache is not None: k, kr = self._append(cache, 'ra', k, kr)
-        else:
-            sv = _heads(self.ra_s(symbols), h)                                            # (b, h, n, d_h): s_j W_s
-            if cache is not None: k, kr, sv = self._append(cache, 'ra', k, kr, sv)
+        if relative: sv = self.ra_s(symbols).view(-1, h, hd).transpose(0, 1)            # (h, 2Δ+1, d_h): S_lib W_s
+        else: sv = _heads(self.ra_s(symbols), h)                                          # (b, h, n, d_h): s_j W_s
+        if cache is not None:                                  # keys, relation keys and (per-position) symbols of earlier tokens
+            k = self._append(cache, 'ra_k', k)[0]
+            if ra: kr = self._append(cache, 'ra_kr', kr.transpose(1, 2))[0].transpose(1, 2)   # (b, n_k, d_r, d_proj)
+            if not relative: sv = self._append(cache, 'ra_s', sv)[0]
         k = _expand_kv(k, h)                                                               # (b, h, n_k, d_h)
-        kr = kr.squeeze(1).view(b, -1, self.n_rel, self.rel_dim) if ra else None           # (b, n_k, d_r, d_proj)
-        n_k = k.shape[2]
         if impl == 'reference':
-            return self._relational_reference(q, k, qr if ra else None, kr, sv, allow, relative, offset)
+            return self._relational_reference(q, k, qr, kr, sv, allow, relative, offset)
         if not relative and (impl == 'factorised' or not ra):
-            out = self._relational_factorised(q, k, qr if ra else None, kr, sv, allow, causal_only)
+            out = self._relational_factorised(q, k, qr, kr, sv, allow, causal_only)
         else:
-            out = self._relational_blocked(q, k, qr if ra else None, kr, sv, allow, relative, offset)
+            out = self._relational_blocked(q, k, qr, kr, sv, allow, relative, offset)
         return out.transpose(1, 2).reshape(b, n, h * hd)
 
     def _relational_factorised(self, q, k, qr, kr, sv, allow, causal_only):

@@ -12,11 +12,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .core import by_profile, check_choice, get_device, get_profile, results_dir, atomic_write
-from .harness import fit, TrainConfig, Seq2Seq, Classification, LanguageModeling, experiment, grid, run_sweep
+from .harness import fit, TrainConfig, Classification, LanguageModeling, experiment, grid, run_sweep
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
-from .mathdata import math_data, VOCAB_SIZE, PAD
-from .mathbench import MATH_TRAIN
+from .mathdata import VOCAB_SIZE, PAD
+from .mathbench import fit_math
 from .datasets import (load_digits_images, load_cifar, image_splits, channel_stats, normalize, random_crop,
                               mixup_cutmix, lm_data)
 
@@ -64,14 +64,8 @@ def dat_math_model(model: str, n_layers: int) -> DATSeq2Seq:
                       replace(base, n_heads_sa=dsa, n_heads_ra=dra), pad_id=PAD)
 
 def dat_math_trial(model: str, module: str, n_layers: int, seed: int) -> dict:
-    proto, dev = dat_math_protocol(), get_device()
-    d = math_data(module, proto.n_train, proto.n_val, proto.n_test, seed=seed)
-    net = dat_math_model(model, n_layers)
-    cfg = replace(MATH_TRAIN, batch_size=proto.batch_size, max_steps=proto.steps, eval_every=proto.eval_every)
-    res = fit(net, Seq2Seq(pad_id=PAD), d['train'], d['val'], cfg, seed=seed, progress=False)
-    test = Seq2Seq(pad_id=PAD, autoregressive=True).evaluate(net, tuple(t.to(dev) for t in d['test']), batch_size=500)
-    return {**{k: v for k, v in test.items() if k != 'loss'}, 'test_loss': test['loss'], 'n_params': count_params(net),
-            'best_step': res.best_step, 'fit_time_s': res.wall_time_s, 'curve': [[r['step'], r['val_acc']] for r in res.history]}
+    "One Table 2 trial through the shared benchmark's training and test (`mathbench.fit_math`)."
+    return fit_math(dat_math_model(model, n_layers), module, dat_math_protocol(), seed)
 
 @experiment('dat_math')
 def dat_math_experiment() -> pd.DataFrame:

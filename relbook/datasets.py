@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from .core import check_choice, check_positive, check_shape
+from .core import check_choice, check_positive, check_seed, check_shape
 
 # %% auto #0
 __all__ = ['CIFAR', 'load_cifar', 'write_cifar_batch', 'load_digits_images', 'split_indices', 'image_splits', 'channel_stats',
@@ -105,11 +105,6 @@ def load_digits_images() -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.from_numpy(d.target).long()
 
 # %% ../nbs/95_datasets.ipynb #c015
-def _check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    return int(seed)
-
 def _stratified_order(y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     "Positions of `y` ordered so each prefix holds every class in proportion: a class's k-th member sits at k / n_class."
     perm = rng.permutation(len(y)); yp = y[perm]
@@ -123,7 +118,7 @@ def split_indices(labels: torch.Tensor,   # (N,) int class labels >= 0
                   n_val: int, n_test: int, seed: int) -> dict[str, torch.Tensor]:
     "Sorted, disjoint 'train' / 'val' / 'test' index tensors, stratified by class; seeded, global RNGs untouched."
     check_shape(labels, 'labels', (None,)); check_positive(n_val, 'n_val'); check_positive(n_test, 'n_test')
-    rng, y = np.random.default_rng(_check_seed(seed)), labels.cpu().numpy()
+    rng, y = np.random.default_rng(check_seed(seed)), labels.cpu().numpy()
     if labels.dtype.is_floating_point or len(y) == 0 or y.min() < 0:
         raise ValueError(f"labels must be non-negative integers, got dtype {labels.dtype}")
     if n_val + n_test >= len(y): raise ValueError(f"n_val + n_test must be < {len(y)} (the number of labels), got {n_val + n_test}")
@@ -325,7 +320,7 @@ def _windows(tok: WordTokenizer, texts: list[str], seq_len: int, part: str) -> t
 # %% ../nbs/95_datasets.ipynb #c037
 def lm_data(seq_len: int, max_vocab: int = 4096, val_fraction: float = 0.1, seed: int = 0) -> dict:
     "Next-token windows of the pydoc corpus: {'train', 'val': (n, seq_len + 1) LongTensors, 'tokenizer', 'info'}."
-    check_positive(seq_len, 'seq_len'); check_positive(max_vocab, 'max_vocab'); _check_seed(seed)
+    check_positive(seq_len, 'seq_len'); check_positive(max_vocab, 'max_vocab'); check_seed(seed)
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
     topics = corpus_topics()

@@ -19,8 +19,8 @@ from .mathdata import math_data, PAD, BOS, EOS, VOCAB_SIZE, decode, generate_pro
 
 # %% auto #0
 __all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MathProtocol', 'math_protocol', 'register_math_model', 'math_model',
-           'math_trial', 'math_benchmark_experiment', 'trained_math_model', 'fraction_roles', 'encoder_internals',
-           'cluster_evidence', 'value_probe']
+           'fit_math', 'math_trial', 'math_benchmark_experiment', 'trained_math_model', 'fraction_roles',
+           'encoder_internals', 'cluster_evidence', 'value_probe']
 
 # %% ../nbs/07_math_benchmark.ipynb #c005
 @dataclass
@@ -69,19 +69,25 @@ def math_model(name: str) -> nn.Module:
 def _model_path(model: str, module: str, seed: int):
     return results_dir() / 'checkpoints' / 'math_models' / f"{get_profile()}-{model}-{module}-s{seed}.pt".replace(' ', '_')
 
-def math_trial(model: str, module: str, seed: int, save: bool | None = None) -> dict:
-    "Train one model on one module; test metrics on `interpolate`, the validation curve, and the model saved if asked."
-    proto, dev = math_protocol(), get_device()
+def fit_math(net: nn.Module, module: str, proto, seed: int) -> dict:
+    """Train `net` on one module with the benchmark's recipe at `proto`'s scale (n_train/n_val/n_test, steps, batch_size,
+    eval_every); test metrics on `interpolate` and the validation curve. Shared by every chapter's math experiment."""
+    dev = get_device()
     d = math_data(module, proto.n_train, proto.n_val, proto.n_test, seed=seed)
-    net = math_model(model)
     cfg = replace(MATH_TRAIN, batch_size=proto.batch_size, max_steps=proto.steps, eval_every=proto.eval_every)
     res = fit(net, Seq2Seq(pad_id=PAD), d['train'], d['val'], cfg, seed=seed, progress=False)
     test = Seq2Seq(pad_id=PAD, autoregressive=True).evaluate(net, tuple(t.to(dev) for t in d['test']), batch_size=500)
-    if save is None: save = model.startswith('TP-Transformer') and module == 'arithmetic__mixed' and seed == 0   # what §5-6 interpret
-    if save: atomic_write(_model_path(model, module, seed), lambda tmp: torch.save(net.state_dict(), tmp))
     return {**{k: v for k, v in test.items() if k != 'loss'}, 'test_loss': test['loss'], 'n_params': count_params(net),
             'best_step': res.best_step, 'fit_time_s': res.wall_time_s,
             'curve': [[r['step'], r['val_acc']] for r in res.history]}
+
+def math_trial(model: str, module: str, seed: int, save: bool | None = None) -> dict:
+    "Train one model on one module; test metrics on `interpolate`, the validation curve, and the model saved if asked."
+    net = math_model(model)
+    out = fit_math(net, module, math_protocol(), seed)
+    if save is None: save = model.startswith('TP-Transformer') and module == 'arithmetic__mixed' and seed == 0   # what §5-6 interpret
+    if save: atomic_write(_model_path(model, module, seed), lambda tmp: torch.save(net.state_dict(), tmp))
+    return out
 
 @experiment('math_benchmark')
 def math_benchmark_experiment() -> pd.DataFrame:

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 import torch
 from einops import rearrange
-from .core import check_choice, check_positive, check_shape
+from .core import check_choice, check_positive, check_seed, check_shape
 
 # %% auto #0
 __all__ = ['CELL', 'GRID', 'SHAPES', 'COLOURS', 'RGB', 'BACKGROUND', 'N_OBJECTS', 'OBJECT_SETS', 'LINES', 'PATTERNS', 'TASKS',
@@ -167,11 +167,6 @@ def _match_pattern(rng, pool, y):
 TASKS = ('same', 'between', 'occurs', 'xoccurs', 'match_pattern')
 _GRIDS = {'same': _same, 'between': _between, 'occurs': _occurs, 'xoccurs': _xoccurs, 'match_pattern': _match_pattern}
 
-def _check_seed(seed, name: str = 'seed') -> int:
-    "`seed` as a non-negative int, else ValueError."
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {seed!r}")
-    return int(seed)
 
 def _render(grid: np.ndarray) -> np.ndarray:
     "(n, 9) object ids (-1: empty) -> (n, 36, 36, 3) uint8 images."
@@ -185,7 +180,7 @@ def relgames_sample(task: str,              # one of TASKS
                    ) -> tuple[np.ndarray, np.ndarray]:
     "Images (n, 36, 36, 3) uint8 and labels (n,) int64 (⌊n/2⌋ ones) of `task`; the same for the same seed."
     check_choice(task, 'task', TASKS); check_positive(n, 'n'); check_choice(objects, 'objects', OBJECT_SETS)
-    rng = np.random.default_rng(_check_seed(seed))
+    rng = np.random.default_rng(check_seed(seed))
     y = _balanced(rng, int(n)).astype(np.int64)
     return _render(_GRIDS[task](rng, _pool(objects), y)), y
 
@@ -223,7 +218,7 @@ def relgames_data(task: str,                # one of TASKS
     check_choice(task, 'task', TASKS); check_choice(objects_test, 'objects_test', OBJECT_SETS)
     for name, v in (('n_train', n_train), ('n_val', n_val), ('n_test', n_test)): check_positive(v, name)
     fit_objects = 'all' if objects_test == 'all' else 'train'
-    s_train, s_val, s_test = np.random.SeedSequence(_check_seed(seed)).spawn(3)
+    s_train, s_val, s_test = np.random.SeedSequence(check_seed(seed)).spawn(3)
     train = relgames_sample(task, n_train, _int_seed(s_train), fit_objects)
     val = relgames_sample(task, n_val, _int_seed(s_val), fit_objects)
     test = _unseen(task, n_test, s_test, objects_test, {im.tobytes() for im in train[0]})

@@ -147,7 +147,7 @@ def test_split_bad_arguments(digits):
     with pytest.raises(ValueError, match='misses some of the 10 classes'): split_indices(y, 9, 100, seed=0)
     with pytest.raises(ValueError, match='n_val must be a positive int'): split_indices(y, 0, 100, seed=0)
     with pytest.raises(ValueError, match='n_val \\+ n_test must be < 1797'): split_indices(y, 1000, 900, seed=0)
-    with pytest.raises(ValueError, match='seed must be an int >= 0'): split_indices(y, 100, 100, seed=-1)
+    with pytest.raises(ValueError, match='seed must be a non-negative int'): split_indices(y, 100, 100, seed=-1)
     with pytest.raises(ValueError, match='non-negative integers'): split_indices(y.float(), 100, 100, seed=0)
     with pytest.raises(ValueError, match='labels must have shape'): image_splits(x, y[:10], 100, 100, seed=0)
 
@@ -311,4 +311,4 @@ def test_lm_data_bad_arguments():
     with pytest.raises(ValueError, match='seq_len must be <'): lm_data(10**6)
     with pytest.raises(ValueError, match=r'val_fraction must be a number in \(0, 1\)'): lm_data(32, val_fraction=0)
     with pytest.raises(ValueError, match='max_vocab must be > 3'): lm_data(32, max_vocab=3)
-    with pytest.raises(ValueError, match='seed must be an int >= 0'): lm_data(32, seed=-2)
+    with pytest.raises(ValueError, match='seed must be a non-negative int'): lm_data(32, seed=-2)
