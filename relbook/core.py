@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_core.ipynb #c002
 from __future__ import annotations
-import os, random, subprocess, tempfile, contextlib, platform
+import hashlib, os, random, subprocess, tempfile, contextlib, platform
 from pathlib import Path
 from typing import Any, Sequence
 import numpy as np
@@ -12,8 +12,8 @@ import torch
 
 # %% auto #0
 __all__ = ['PROFILES', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device', 'repo_root',
-           'git_sha', 'results_dir', 'atomic_write', 'provenance', 'check_shape', 'check_choice', 'check_seed',
-           'check_positive']
+           'git_sha', 'results_dir', 'atomic_write', 'source_hash', 'provenance', 'check_shape', 'check_choice',
+           'check_seed', 'check_positive']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'full')
@@ -107,11 +107,19 @@ def atomic_write(path: str | Path, write) -> Path:
     write(tmp); os.replace(tmp, path)
     return path
 
+def source_hash(root: str | Path | None = None) -> str:
+    "A short hash of the package's Python source: a row made from a modified tree can still be traced to its code."
+    h = hashlib.sha256()
+    import relbook                     # the installed package, also when this runs inside the notebook
+    for p in sorted(Path(root or Path(relbook.__file__).parent).glob('*.py')):
+        h.update(p.name.encode()); h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
 def provenance(device: torch.device | None = None) -> dict:
-    "What every result row records about where and how it was computed."
+    "What every result row records about where and how it was computed (commit, source hash, profile, device, torch)."
     device = device or get_device()
     name = torch.cuda.get_device_name(device) if device.type == 'cuda' else platform.processor() or 'cpu'
-    return dict(git_sha=git_sha(), profile=get_profile(), device=str(device), device_name=name,
+    return dict(git_sha=git_sha(), source_sha=source_hash(), profile=get_profile(), device=str(device), device_name=name,
                 torch=torch.__version__, threads=torch.get_num_threads())
 
 # %% ../nbs/90_core.ipynb #c014

@@ -209,9 +209,11 @@ class FitResult:
     steps: int = 0                                # optimizer steps taken
     stopped_early: bool = False                   # stopped by patience
     wall_time_s: float = 0.0                      # seconds spent in fit (this process)
+    max_steps: int = 0                            # the step budget (a best_step in its last 10 % means still improving)
 
 # %% ../nbs/91_harness.ipynb #c015
 _trial_checkpoint: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_checkpoint', default=None)
+_trial_fits: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_fits', default=None)   # FitResults of the running trial
 
 def _progress_enabled(progress: bool | None) -> bool:
     return os.environ.get('RELBOOK_PROGRESS', '1') != '0' if progress is None else progress
@@ -271,8 +273,10 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
     bar.close()
     if ckpt is not None: Path(ckpt).unlink(missing_ok=True)          # finished: the next fit starts afresh
     if st['best_state'] is not None: model.load_state_dict(st['best_state'])
-    return FitResult(st['history'], st['best_step'], float(st['best_score']), st['step'], st['stopped_early'],
-                     time.perf_counter() - t0)
+    res = FitResult(st['history'], st['best_step'], float(st['best_score']), st['step'], st['stopped_early'],
+                    time.perf_counter() - t0, max_steps)
+    if (fits := _trial_fits.get()) is not None: fits.append(res)    # run_sweep stores convergence with the row
+    return res
 
 # %% ../nbs/91_harness.ipynb #c022
 def trial_key(params: dict) -> str:
@@ -337,6 +341,13 @@ def _shard() -> tuple[int, int]:
     if not 0 <= k < n: raise ValueError(f"RELBOOK_SHARD must look like 'k/n' with 0 <= k < n, got {spec!r}")
     return k, n
 
+def _convergence_fields(fits: list) -> dict:
+    "What a row records about its training: the last fit's best step, budget and early stop (the model it reports)."
+    if not fits: return {}
+    f = fits[-1]
+    return dict(fit_best_step=f.best_step, fit_max_steps=f.max_steps, fit_steps=f.steps,
+                fit_stopped_early=f.stopped_early, n_fits=len(fits))
+
 def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict], *,
               store: ResultsStore | None = None, progress: bool | None = None) -> pd.DataFrame:
     "Run every trial not yet in the store (`run_trial(**params) -> metrics`); return the trials' rows."
@@ -349,11 +360,12 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     for p in tqdm(todo, desc=f'{name} [{get_profile()}]', disable=not _progress_enabled(progress)):
         seed_everything(int(p.get('seed', 0)))
         ck = ck_dir / (hashlib.sha1(trial_key(p).encode()).hexdigest()[:16] + '.pt'); ck.parent.mkdir(parents=True, exist_ok=True)
-        token, t0 = _trial_checkpoint.set(ck), time.perf_counter()
-        try: metrics = run_trial(**p)
-        finally: _trial_checkpoint.reset(token)
+        token, fits, t0 = _trial_checkpoint.set(ck), _trial_fits.set([]), time.perf_counter()
+        try: metrics = run_trial(**p); trained = _trial_fits.get()
+        finally: _trial_checkpoint.reset(token); _trial_fits.reset(fits)
         if not isinstance(metrics, dict): raise ValueError(f"run_trial must return a dict of metrics, got {type(metrics).__name__}")
-        store.add(p, metrics, experiment=name, wall_time_s=round(time.perf_counter() - t0, 3),
+        store.add(p, metrics, **{k: v for k, v in _convergence_fields(trained).items() if k not in metrics},
+                  experiment=name, wall_time_s=round(time.perf_counter() - t0, 3),
                   finished_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), **provenance())
         ck.unlink(missing_ok=True)
     if todo: store.to_csv()
@@ -390,7 +402,7 @@ def run_experiment(name: str, profile: str | None = None) -> pd.DataFrame:
 
 # %% ../nbs/91_harness.ipynb #c028
 def main(argv: Sequence[str] | None = None) -> int:
-    "The `relbook` command: `relbook list` | `relbook run NAME... [--profile P] [--device D]`."
+    "The `relbook` command: `relbook list` | `relbook run NAME... [--profile P] [--device D]` | `relbook claims [--check]`."
     ap = argparse.ArgumentParser(prog='relbook', description='Run the experiments of the relbook book.')
     sub = ap.add_subparsers(dest='cmd', required=True)
     sub.add_parser('list', help='list the registered experiments')
@@ -398,8 +410,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument('names', nargs='+'); r.add_argument('--profile', choices=('smoke', 'quick', 'full'))
     r.add_argument('--device', help='torch device, e.g. cuda or cpu')
     r.add_argument('--shard', help="run only trials i with i %% n == k, as 'k/n' (parallel workers, one store)")
+    c = sub.add_parser('claims', help='judge every claim of the ledger; write the claims page and the scoreboard')
+    c.add_argument('--check', action='store_true', help='write nothing; exit 1 if the committed pages are out of date')
     a = ap.parse_args(argv)
     exps = load_all_experiments()
+    if a.cmd == 'claims':
+        from relbook.evidence import write_claims
+        stale = write_claims(check=a.check)
+        print(('out of date: ' if a.check else 'written: ') + (', '.join(stale) or 'nothing (up to date)'))
+        return 1 if (a.check and stale) else 0
     if a.cmd == 'list':
         for k in sorted(exps): print(f"{k:30s} {exps[k].__module__}")
         return 0
