@@ -153,8 +153,8 @@ def check_seed(value: Any, name: str = 'seed') -> int:
     return int(value)
 
 def check_positive(value: Any, name: str, integer: bool = True) -> Any:
-    "Raise ValueError unless `value` is a positive int (or positive number if not `integer`)."
+    "Raise ValueError unless `value` is a positive int (or a positive finite number if not `integer`)."
     ok = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
-    if isinstance(value, bool) or not ok or value <= 0:
+    if isinstance(value, bool) or not ok or not value > 0 or not np.isfinite(value):   # NaN fails `> 0`
         raise ValueError(f"{name} must be a positive {'int' if integer else 'number'}, got {value!r}")
     return value

@@ -377,12 +377,13 @@ def _run_cell(r) -> str:
     if r['dirty_rows']: bits.append(f"{r['dirty_rows']} from a modified tree")
     return '; '.join(_cell(b) for b in bits)
 
-def render_scoreboard(frame: pd.DataFrame, link: str = 'claims.md') -> str:
+def render_scoreboard(frame: pd.DataFrame, link: str | None = 'claims.md') -> str:
     "The counts per verdict as a small markdown table (the landing page and the claims page open with it)."
     counts = scoreboard(frame)
     lines = ['| verdict | claims |', '|---|---|']
     lines += [f'| {k} | {v} |' for k, v in counts.items()]
-    return '\n'.join(lines) + f'\n\n{len(frame)} claims in all; each is listed, with its evidence, on [the claims page]({link}).'
+    where = f'on [the claims page]({link})' if link else 'below, by paper'
+    return '\n'.join(lines) + f'\n\n{len(frame)} claims in all; each is listed, with its evidence, {where}.'
 
 def render_claims_page(frame: pd.DataFrame) -> str:
     "The 'Claims and results' page: the scoreboard, then one row per claim, grouped by paper."
@@ -396,7 +397,7 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            'a trial whose best model came in the last 10 % of its training budget (still improving). Where a claim gives '
            'a size ("≥ 2×", a margin), *size reached / not reached / undetermined* says whether the interval clears it. '
            'Each row shows the largest profile with results (full > gpu > quick).', '',
-           '## Scoreboard', '', render_scoreboard(frame, link='#claims-by-paper'), '', '## Claims by paper', '']
+           '## Scoreboard', '', render_scoreboard(frame, link=None), '', '## Claims by paper', '']
     for key, label in PAPERS.items():
         g = frame[frame['paper'] == key] if len(frame) else frame
         if g.empty: continue

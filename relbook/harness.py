@@ -4,11 +4,12 @@
 
 # %% ../nbs/91_harness.ipynb #c002
 from __future__ import annotations
-import argparse, contextlib, contextvars, datetime, hashlib, importlib, json, math
-import os, pkgutil, time, warnings
+import argparse, contextlib, contextvars, datetime, fcntl, hashlib, importlib, io, json, math
+import os, pkgutil, random, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
@@ -186,6 +187,10 @@ class TrainConfig:
         check_positive(self.max_epochs, 'max_epochs')
         for k in ('max_steps', 'eval_every', 'patience'):
             if getattr(self, k) is not None: check_positive(getattr(self, k), k)
+        check_positive(self.eval_batch_size, 'eval_batch_size')
+        if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False)   # a negative clip would train uphill
+        if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
+            raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     "Adam or AdamW over the trainable parameters."
@@ -224,8 +229,26 @@ def _evaluate(model, task, train_loss, val, cfg, step, epoch):
         rec.update({f'val_{k}': v for k, v in task.evaluate(model, val, cfg.eval_batch_size).items()})
     return rec
 
-def _save_ckpt(path, model, opt, gen, state):
-    atomic_write(path, lambda tmp: torch.save({'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), **state}, tmp))
+def _rng_states(device: torch.device) -> dict:
+    "Every random stream a training step may draw from (dropout, augmentation): torch CPU/CUDA, NumPy, Python."
+    s = {'torch': torch.get_rng_state(), 'numpy': np.random.get_state(), 'python': random.getstate()}
+    if device.type == 'cuda': s['cuda'] = torch.cuda.get_rng_state(device)
+    return s
+
+def _set_rng_states(s: dict, device: torch.device) -> None:
+    torch.set_rng_state(s['torch'].cpu()); np.random.set_state(s['numpy']); random.setstate(s['python'])
+    if device.type == 'cuda' and 'cuda' in s: torch.cuda.set_rng_state(s['cuda'].cpu(), device)
+
+def _save_ckpt(path, model, opt, gen, state, device):
+    "Everything a resumed fit needs to continue as if never stopped: weights, optimiser, schedule, RNGs, place in the epoch."
+    blob = {'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), 'rng': _rng_states(device), **state}
+    atomic_write(path, lambda tmp: torch.save(blob, tmp))
+
+def _check_monitor(model, task, val, cfg) -> None:
+    "Fail before training, not after an epoch, when the task reports no `cfg.monitor` metric."
+    probe = task.evaluate(model, subset(val, torch.arange(min(2, n_items(val)), device=val[0].device)), cfg.eval_batch_size)
+    if cfg.monitor not in probe:
+        raise ValueError(f"monitor must name a metric that {type(task).__name__} reports, one of {sorted(probe)}; got {cfg.monitor!r}")
 
 # %% ../nbs/91_harness.ipynb #c016
 def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequence[torch.Tensor] | None = None,
@@ -235,41 +258,51 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
     device = get_device(device); model.to(device)
     train = tuple(t.to(device) for t in check_data(train, 'train'))
     val = None if val is None else tuple(t.to(device) for t in check_data(val, 'val'))
+    if val is not None: _check_monitor(model, task, val, cfg)
     key = f'val_{cfg.monitor}' if val is not None else 'train_loss'
     better = (lambda a, b: a < b) if cfg.mode == 'min' or val is None else (lambda a, b: a > b)
-    opt, gen = make_optimizer(model, cfg), torch.Generator().manual_seed(seed)
-    per_epoch = math.ceil(n_items(train) / cfg.batch_size)
+    opt, gen, n = make_optimizer(model, cfg), torch.Generator().manual_seed(seed), n_items(train)
+    per_epoch = math.ceil(n / cfg.batch_size)
     max_steps, eval_every = cfg.max_steps or cfg.max_epochs * per_epoch, cfg.eval_every or per_epoch
     sched = make_scheduler(opt, cfg, max_steps)
-    st = dict(step=0, best_state=None, best_step=0, best_score=None, bad=0, history=[], stopped_early=False)
+    # order/pos: this epoch's shuffle and the place in it; run_sum/run_n: the training loss since the last evaluation
+    st = dict(step=0, best_state=None, best_step=0, best_score=None, bad=0, history=[], stopped_early=False,
+              order=None, pos=0, run_sum=0.0, run_n=0)
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     if ckpt is not None and Path(ckpt).exists():
         saved = torch.load(ckpt, map_location=device, weights_only=False)
         model.load_state_dict(saved.pop('model')); opt.load_state_dict(saved.pop('opt')); gen.set_state(saved.pop('gen'))
         sched.load_state_dict(saved.pop('sched'))
+        if 'rng' in saved: _set_rng_states(saved.pop('rng'), device)
         st.update(saved)
-    t0, last_save, running = time.perf_counter(), time.perf_counter(), []
+    t0, last_save = time.perf_counter(), time.perf_counter()
+    run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
     bar = tqdm(total=max_steps, initial=st['step'], desc='fit', leave=False, disable=not _progress_enabled(progress))
     while st['step'] < max_steps and not st['stopped_early']:
-        for batch in batches(train, cfg.batch_size, shuffle=True, generator=gen):
-            model.train()
-            loss = task.loss(model, batch)
-            if not torch.isfinite(loss): raise FloatingPointError(f"loss became {loss.item()} at step {st['step']}")
-            opt.zero_grad(set_to_none=True); loss.backward()
-            if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step(); sched.step(); st['step'] += 1; running.append(loss.item()); bar.update(1)
-            if st['step'] % eval_every == 0 or st['step'] == max_steps:
-                rec = _evaluate(model, task, sum(running) / len(running), val, cfg, st['step'], st['step'] / per_epoch)
-                running = []; st['history'].append(rec); score = rec[key]
-                if st['best_score'] is None or better(score, st['best_score']):
-                    st.update(best_score=score, best_step=st['step'], bad=0,
-                              best_state={k: v.detach().clone() for k, v in model.state_dict().items()})
-                else: st['bad'] += 1
-                bar.set_postfix({key: f'{score:.4g}'})
-                st['stopped_early'] = cfg.patience is not None and st['bad'] >= cfg.patience
-                if ckpt is not None and (time.perf_counter() - last_save > cfg.checkpoint_secs):
-                    _save_ckpt(ckpt, model, opt, gen, {**st, 'sched': sched.state_dict()}); last_save = time.perf_counter()
-            if st['step'] >= max_steps or st['stopped_early']: break
+        if st['order'] is None: st['order'], st['pos'] = torch.randperm(n, generator=gen), 0   # a new epoch
+        idx = st['order'][st['pos']:st['pos'] + cfg.batch_size].to(device); st['pos'] += cfg.batch_size
+        if st['pos'] >= n: st['order'] = None
+        model.train()
+        loss = task.loss(model, subset(train, idx))
+        opt.zero_grad(set_to_none=True); loss.backward()
+        if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step(); sched.step(); st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
+        if st['step'] % eval_every == 0 or st['step'] == max_steps:
+            train_loss = float(run_sum) / st['run_n']                    # the one host sync, once per evaluation
+            if not math.isfinite(train_loss):
+                raise FloatingPointError(f"the training loss became {train_loss} between steps {st['step'] - st['run_n'] + 1} and {st['step']}")
+            rec = _evaluate(model, task, train_loss, val, cfg, st['step'], st['step'] / per_epoch)
+            run_sum.zero_(); st['run_n'] = 0; st['history'].append(rec); score = rec[key]
+            if not math.isfinite(score): raise FloatingPointError(f"{key} is {score} at step {st['step']}: no best model can be chosen")
+            if st['best_score'] is None or better(score, st['best_score']):
+                st.update(best_score=score, best_step=st['step'], bad=0,
+                          best_state={k: v.detach().clone() for k, v in model.state_dict().items()})
+            else: st['bad'] += 1
+            bar.set_postfix({key: f'{score:.4g}'})
+            st['stopped_early'] = cfg.patience is not None and st['bad'] >= cfg.patience
+            if ckpt is not None and (time.perf_counter() - last_save > cfg.checkpoint_secs):
+                _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
+                last_save = time.perf_counter()
     bar.close()
     if ckpt is not None: Path(ckpt).unlink(missing_ok=True)          # finished: the next fit starts afresh
     if st['best_state'] is not None: model.load_state_dict(st['best_state'])
@@ -290,23 +323,33 @@ class ResultsStore:
         self.keys = keys                      # which fields identify a trial (default: all 'params')
 
     def rows(self) -> list[dict]:
-        "Every stored row (a torn last line from a crash is skipped with a warning)."
+        "Every stored row (a torn line from a crash is skipped with a warning)."
         if not self.path.exists(): return []
         out = []
         for i, line in enumerate(self.path.read_text().splitlines()):
             if not line.strip(): continue
             try: out.append(json.loads(line))
-            except json.JSONDecodeError: warnings.warn(f"{self.path}:{i + 1}: skipping a malformed line")
+            except json.JSONDecodeError: warnings.warn(f"{self.path}:{i + 1}: skipping a malformed (torn) line")
         return out
 
     def done(self) -> set[str]:
-        "Keys of the finished trials."
-        return {trial_key(r['params']) for r in self.rows() if 'params' in r}
+        "Keys of the finished trials (re-read only when the file changed: workers poll it before every trial)."
+        if not self.path.exists(): return set()
+        stamp = (self.path.stat().st_mtime_ns, self.path.stat().st_size)
+        if getattr(self, '_done', (None,))[0] != stamp:
+            self._done = (stamp, {trial_key(r['params']) for r in self.rows() if 'params' in r})
+        return set(self._done[1])
 
     def add(self, params: dict, metrics: dict, **extra) -> dict:
-        "Append one finished trial; returns the row."
+        "Append one finished trial in one write, after ending a torn last line so this row stays whole; returns the row."
         row = {'params': params, **params, **metrics, **extra}
-        with open(self.path, 'a') as f: f.write(json.dumps(row, default=float) + '\n'); f.flush()
+        line = (json.dumps(row, default=float) + '\n').encode()
+        with open(self.path, 'a+b') as f:                # appends always go to the end, also from other processes
+            f.seek(0, os.SEEK_END)
+            if f.tell() > 0:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b'\n': line = b'\n' + line   # a crash tore the last line: close it off
+            f.write(line); f.flush(); os.fsync(f.fileno())
         return row
 
     def frame(self) -> pd.DataFrame:
@@ -314,8 +357,17 @@ class ResultsStore:
         return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in self.rows()])
 
     def to_csv(self) -> Path:
-        "Write the CSV twin next to the JSON-lines file."
-        p = self.path.with_suffix('.csv'); self.frame().to_csv(p, index=False); return p
+        "Write the CSV twin next to the JSON-lines file, atomically (a reader never sees half a file)."
+        p, df = self.path.with_suffix('.csv'), self.frame()
+        return atomic_write(p, lambda tmp: df.to_csv(tmp, index=False))
+
+    def sync_csv(self) -> Path | None:
+        "Rebuild the CSV twin when it is missing, unreadable or disagrees with the JSON-lines file (its source of truth)."
+        if not self.path.exists(): return None
+        p = self.path.with_suffix('.csv')
+        try: stale = not pd.read_csv(p).equals(pd.read_csv(io.StringIO(self.frame().to_csv(index=False))))
+        except (OSError, ValueError, pd.errors.ParserError): stale = True
+        return self.to_csv() if stale else None
 
 # %% ../nbs/91_harness.ipynb #c023
 def grid(**axes: Sequence) -> list[dict]:
@@ -341,6 +393,34 @@ def _shard() -> tuple[int, int]:
     if not 0 <= k < n: raise ValueError(f"RELBOOK_SHARD must look like 'k/n' with 0 <= k < n, got {spec!r}")
     return k, n
 
+def _try_lock(path: Path, shared: bool = False):
+    "An open file holding a non-blocking flock on `path` (released when closed or when the process dies), or None."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, 'a+')
+    try: fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB); return f
+    except BlockingIOError: f.close(); return None
+
+@contextlib.contextmanager
+def _sweep_worker(lock_dir: Path, shard: int, n_shards: int):
+    "Join a sweep as worker k/n; refuse a worker whose sharding would duplicate or skip the others' trials."
+    held = []
+    try:
+        for other in lock_dir.glob('.shards-*'):          # workers with another shard count split the trials differently
+            if other.name != f'.shards-{n_shards}' and (g := _try_lock(other)) is None:
+                raise RuntimeError(f"another worker runs this sweep as {other.name[8:]} shards; this one asks for "
+                                   f"{shard}/{n_shards}: use the same n in every worker (or none)")
+            elif other.name != f'.shards-{n_shards}': g.close()
+        if (g := _try_lock(lock_dir / f'.shards-{n_shards}', shared=True)) is None:
+            raise RuntimeError(f"a worker with another shard count is starting on this sweep; retry")
+        held.append(g)
+        if n_shards > 1:
+            if (g := _try_lock(lock_dir / f'.shard-{shard}-of-{n_shards}')) is None:
+                raise RuntimeError(f"shard {shard}/{n_shards} of this sweep is already running in another worker")
+            held.append(g)
+        yield
+    finally:
+        for g in held: g.close()
+
 def _convergence_fields(fits: list) -> dict:
     "What a row records about its training: the last fit's best step, budget and early stop (the model it reports)."
     if not fits: return {}
@@ -355,22 +435,33 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     keys = [trial_key(p) for p in trials]
     if len(set(keys)) != len(keys): raise ValueError(f"trials of {name!r} contain duplicates")
     (shard, n_shards), done = _shard(), store.done()      # parallel workers split the trials, share the store
-    todo = [p for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and i % n_shards == shard]
+    todo = [(p, k) for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and i % n_shards == shard]
     ck_dir = store.path.parent / 'checkpoints' / name
-    for p in tqdm(todo, desc=f'{name} [{get_profile()}]', disable=not _progress_enabled(progress)):
-        seed_everything(int(p.get('seed', 0)))
-        ck = ck_dir / (hashlib.sha1(trial_key(p).encode()).hexdigest()[:16] + '.pt'); ck.parent.mkdir(parents=True, exist_ok=True)
-        token, fits, t0 = _trial_checkpoint.set(ck), _trial_fits.set([]), time.perf_counter()
-        try: metrics = run_trial(**p); trained = _trial_fits.get()
-        finally: _trial_checkpoint.reset(token); _trial_fits.reset(fits)
-        if not isinstance(metrics, dict): raise ValueError(f"run_trial must return a dict of metrics, got {type(metrics).__name__}")
-        store.add(p, metrics, **{k: v for k, v in _convergence_fields(trained).items() if k not in metrics},
-                  experiment=name, wall_time_s=round(time.perf_counter() - t0, 3),
-                  finished_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), **provenance())
-        ck.unlink(missing_ok=True)
-    if todo: store.to_csv()
+    with _sweep_worker(ck_dir, shard, n_shards):
+        for p, key in tqdm(todo, desc=f'{name} [{get_profile()}]', disable=not _progress_enabled(progress)):
+            h = hashlib.sha1(key.encode()).hexdigest()[:16]
+            if (lock := _try_lock(ck_dir / f'{h}.lock')) is None: continue   # another worker is running this trial
+            with lock:
+                if key in store.done(): continue                            # another worker finished it meanwhile
+                _run_trial(name, p, run_trial, store, ck_dir / f'{h}.pt')
+    store.sync_csv()
     rows = {trial_key(r['params']): r for r in store.rows()}
+    missing = [k for k in keys if k not in rows]
+    if missing and n_shards == 1 and todo:
+        warnings.warn(f"{name}: {len(missing)} trials are not finished (other workers are running them)")
     return pd.DataFrame([{k: v for k, v in rows[k].items() if k != 'params'} for k in keys if k in rows])
+
+def _run_trial(name: str, p: dict, run_trial: Callable[..., dict], store: ResultsStore, ck: Path) -> None:
+    "Run one trial with its checkpoint path and a record of its fits; append its row with provenance."
+    seed_everything(int(p.get('seed', 0)))
+    token, fits, t0 = _trial_checkpoint.set(ck), _trial_fits.set([]), time.perf_counter()
+    try: metrics = run_trial(**p); trained = _trial_fits.get()
+    finally: _trial_checkpoint.reset(token); _trial_fits.reset(fits)
+    if not isinstance(metrics, dict): raise ValueError(f"run_trial must return a dict of metrics, got {type(metrics).__name__}")
+    store.add(p, metrics, **{k: v for k, v in _convergence_fields(trained).items() if k not in metrics},
+              experiment=name, wall_time_s=round(time.perf_counter() - t0, 3),
+              finished_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), **provenance())
+    ck.unlink(missing_ok=True)
 
 # %% ../nbs/91_harness.ipynb #c027
 EXPERIMENTS: dict[str, Callable[[], pd.DataFrame]] = {}

@@ -1,0 +1,156 @@
+"""The results store and the training loop under faults: torn writes, a stale CSV, SIGKILL, racing workers, bad configs."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn as nn
+
+from relbook.harness import Classification, ResultsStore, Task, TrainConfig, fit, run_sweep
+
+
+def _blobs(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    return torch.randn(n, 2, generator=g) + 2 * y[:, None].float() - 1, y
+
+
+# --- torn lines and the CSV twin ------------------------------------------------------------------
+
+def test_torn_last_line_does_not_cost_the_next_row(tmp_path):
+    store = ResultsStore(tmp_path / 's.jsonl')
+    store.add({'seed': 0}, {'acc': 0.5})
+    with open(store.path, 'a') as f: f.write('{"params": {"seed": 1}, "se')     # a crash mid-write
+    store.add({'seed': 2}, {'acc': 0.7})
+    with pytest.warns(UserWarning, match='torn'):
+        rows = store.rows()
+    assert [r['seed'] for r in rows] == [0, 2]
+    with pytest.warns(UserWarning): assert len(store.done()) == 2
+
+
+def test_csv_twin_is_atomic_and_rebuilt_when_stale(tmp_path):
+    store = ResultsStore(tmp_path / 's.jsonl')
+    for s in range(3): store.add({'seed': s}, {'acc': s / 10})
+    csv = store.to_csv()
+    assert not list(tmp_path.glob('*.tmp')) and len(pd.read_csv(csv)) == 3
+    csv.write_text('seed,acc\n0,0.0\n')                 # stale: a row short
+    assert store.sync_csv() == csv and len(pd.read_csv(csv)) == 3
+    csv.write_text('\x00garbage')                       # unreadable
+    assert store.sync_csv() == csv and len(pd.read_csv(csv)) == 3
+    assert store.sync_csv() is None                     # up to date: left alone
+
+
+# --- resume after SIGKILL gives the never-stopped result --------------------------------------------
+
+_TRIAL = '''
+import sys, time, torch, torch.nn as nn
+from relbook.harness import Classification, ResultsStore, TrainConfig, fit, run_sweep
+def blobs(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    return torch.randn(n, 2, generator=g) + 2 * y[:, None].float() - 1, y
+class Slow(Classification):
+    def loss(self, model, batch):
+        time.sleep(float(sys.argv[2])); return super().loss(model, batch)
+def trial(seed, width):
+    net = nn.Sequential(nn.Linear(2, width), nn.Dropout(0.3), nn.ReLU(), nn.Linear(width, 2))   # dropout: the global RNG matters
+    # 100 items in batches of 32: steps end mid-epoch, so a resume must know its place in the epoch
+    cfg = TrainConfig(lr=0.05, max_steps=60, eval_every=5, batch_size=32, checkpoint_secs=0)
+    fit(net, Slow(), blobs(100, seed), blobs(64, 99), cfg, progress=False)
+    return {'w': [float(v) for v in net[0].weight.flatten()]}
+trials = [dict(seed=s, width=w) for s in range(int(sys.argv[3])) for w in (8,)]
+run_sweep('faults', trials, trial, store=ResultsStore(sys.argv[1]), progress=False)
+'''
+
+
+def _script(tmp_path):
+    p = tmp_path / 'trial.py'; p.write_text(_TRIAL); return p
+
+
+def _env():
+    return {**os.environ, 'RELBOOK_PROFILE': 'smoke', 'OMP_NUM_THREADS': '1', 'RELBOOK_PROGRESS': '0'}
+
+
+def test_sigkill_then_resume_equals_never_stopped(tmp_path):
+    script = _script(tmp_path)
+    straight = tmp_path / 'straight' / 'r.jsonl'
+    subprocess.run([sys.executable, script, straight, '0', '1'], check=True, env=_env())
+    killed = tmp_path / 'killed' / 'r.jsonl'
+    proc = subprocess.Popen([sys.executable, script, killed, '0.05', '1'], env=_env())
+    ck_dir = killed.parent / 'checkpoints' / 'faults'
+    deadline = time.time() + 60
+    while not list(ck_dir.glob('*.pt')) and time.time() < deadline: time.sleep(0.05)
+    time.sleep(0.4)                                     # a few more steps past the first checkpoint, then mid-step
+    proc.send_signal(signal.SIGKILL); proc.wait()
+    assert list(ck_dir.glob('*.pt')), "the trial left no checkpoint to resume from"
+    assert not killed.exists() or not ResultsStore(killed).rows(), "the trial must not have finished before the kill"
+    subprocess.run([sys.executable, script, killed, '0', '1'], check=True, env=_env())
+    a, b = ResultsStore(straight).rows()[0], ResultsStore(killed).rows()[0]
+    assert a['w'] == b['w'], "a resumed trial must end bit for bit where a never-stopped one ends"
+    assert (a['fit_best_step'], a['fit_max_steps']) == (b['fit_best_step'], b['fit_max_steps'])
+
+
+# --- workers that share a store -----------------------------------------------------------------------
+
+def test_two_unsharded_workers_split_the_trials(tmp_path):
+    script, store = _script(tmp_path), tmp_path / 'r.jsonl'
+    procs = [subprocess.Popen([sys.executable, script, store, '0.002', '4'], env=_env()) for _ in range(2)]
+    assert [p.wait() for p in procs] == [0, 0]
+    seeds = sorted(r['seed'] for r in ResultsStore(store).rows())
+    assert seeds == [0, 1, 2, 3], f"each trial must run exactly once, got seeds {seeds}"
+
+
+def test_mismatched_shards_are_refused(tmp_path):
+    script, store = _script(tmp_path), tmp_path / 'r.jsonl'
+    first = subprocess.Popen([sys.executable, script, store, '0.02', '3'], env={**_env(), 'RELBOOK_SHARD': '0/2'})
+    lock = tmp_path / 'checkpoints' / 'faults' / '.shards-2'
+    deadline = time.time() + 60
+    while not lock.exists() and time.time() < deadline: time.sleep(0.05)
+    second = subprocess.run([sys.executable, script, store, '0.02', '3'], env={**_env(), 'RELBOOK_SHARD': '0/3'},
+                            capture_output=True, text=True)
+    first.wait()
+    assert second.returncode != 0 and 'use the same n in every worker' in second.stderr, second.stderr[-500:]
+
+
+# --- configurations that used to train silently wrong ---------------------------------------------------
+
+@pytest.mark.parametrize('kw, msg', [(dict(grad_clip=-1.0), 'grad_clip must be a positive number'),
+                                     (dict(grad_clip=float('nan')), 'grad_clip must be a positive number'),
+                                     (dict(eval_batch_size=0), 'eval_batch_size must be a positive int'),
+                                     (dict(lr=float('nan')), 'lr must be a positive number'),
+                                     (dict(checkpoint_secs=-1), 'checkpoint_secs must be')])
+def test_bad_train_config(kw, msg):
+    with pytest.raises(ValueError, match=msg): TrainConfig(**kw)
+
+
+def test_monitor_that_the_task_does_not_report():
+    with pytest.raises(ValueError, match="monitor must name a metric that Classification reports"):
+        fit(nn.Linear(2, 2), Classification(), _blobs(64, 0), _blobs(32, 1), TrainConfig(monitor='f1', max_epochs=1),
+            progress=False, checkpoint=None)
+
+
+class _NaNMetric(Classification):
+    def batch_metrics(self, model, batch):
+        ms, n = super().batch_metrics(model, batch)
+        return {**ms, 'acc': torch.tensor(float('nan'))}, n
+
+
+def test_nan_validation_metric_is_an_error_not_a_restore():
+    with pytest.raises(FloatingPointError, match='val_acc is nan'):
+        fit(nn.Linear(2, 2), _NaNMetric(), _blobs(64, 0), _blobs(32, 1), TrainConfig(monitor='acc', mode='max', max_epochs=3),
+            progress=False, checkpoint=None)
+
+
+def test_nan_training_loss_is_an_error():
+    net = nn.Linear(2, 2)
+    with torch.no_grad(): net.weight.fill_(float('nan'))
+    with pytest.raises(FloatingPointError, match='training loss became nan'):
+        fit(net, Classification(), _blobs(64, 0), None, TrainConfig(max_epochs=2), progress=False, checkpoint=None)
