@@ -16,7 +16,7 @@ __all__ = ['PROFILES', 'get_profile', 'set_profile', 'using_profile', 'by_profil
            'check_seed', 'check_positive']
 
 # %% ../nbs/90_core.ipynb #c004
-PROFILES = ('smoke', 'quick', 'full')
+PROFILES = ('smoke', 'quick', 'gpu', 'full')
 _profile_override: str | None = None
 
 def _check_profile(name: str) -> str:
@@ -43,9 +43,12 @@ def using_profile(name: str):
     try: yield name
     finally: _profile_override = old
 
-def by_profile(smoke: Any, quick: Any, full: Any, profile: str | None = None) -> Any:
-    "Pick the value for the active (or given) profile."
-    return {'smoke': smoke, 'quick': quick, 'full': full}[_check_profile(profile or get_profile())]
+_UNSET = object()
+
+def by_profile(smoke: Any, quick: Any, full: Any, profile: str | None = None, *, gpu: Any = _UNSET) -> Any:
+    "Pick the value for the active (or given) profile; `gpu` falls back to `quick` until an experiment sizes it."
+    return {'smoke': smoke, 'quick': quick, 'full': full,
+            'gpu': quick if gpu is _UNSET else gpu}[_check_profile(profile or get_profile())]
 
 # %% ../nbs/90_core.ipynb #c008
 def seed_everything(seed: int) -> torch.Generator:

@@ -15,14 +15,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from .core import (get_profile, using_profile, seed_everything, get_device, provenance,
+from .core import (PROFILES, get_profile, using_profile, seed_everything, get_device, provenance,
                           results_dir, check_choice, check_positive, atomic_write)
 
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
-           'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'make_scheduler', 'FitResult', 'fit',
-           'trial_key', 'ResultsStore', 'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments',
-           'run_experiment', 'main']
+           'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for', 'make_scheduler',
+           'FitResult', 'BudgetExhausted', 'deadline', 'time_budget', 'fit', 'trial_key', 'ResultsStore', 'grid',
+           'store_for', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -178,11 +178,13 @@ class TrainConfig:
     warmup_steps: int = 0             # linear warm-up steps before the schedule
     eval_batch_size: int = 1024       # batch size for evaluation
     checkpoint_secs: float = 60.0     # at most one checkpoint write per this many seconds
+    precision: str = 'auto'           # 'auto': bf16 autocast + TF32 on CUDA, exact fp32 on CPU; or 'fp32' / 'bf16'
 
     def __post_init__(self):
         check_choice(self.optimizer, 'optimizer', ('adam', 'adamw'))
         check_choice(self.mode, 'mode', ('min', 'max'))
         check_choice(self.schedule, 'schedule', ('constant', 'cosine', 'linear'))
+        check_choice(self.precision, 'precision', ('auto', 'fp32', 'bf16'))
         check_positive(self.lr, 'lr', integer=False); check_positive(self.batch_size, 'batch_size')
         check_positive(self.max_epochs, 'max_epochs')
         for k in ('max_steps', 'eval_every', 'patience'):
@@ -192,11 +194,17 @@ class TrainConfig:
         if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
             raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    "Adam or AdamW over the trainable parameters."
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | None = None) -> torch.optim.Optimizer:
+    "Adam or AdamW over the trainable parameters; the fused CUDA kernel on a GPU (the CPU path stays the reference one)."
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW if cfg.optimizer == 'adamw' else torch.optim.Adam
-    return opt(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    fused = {'fused': True} if device is not None and device.type == 'cuda' else {}
+    return opt(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, **fused)
+
+def autocast_for(cfg: TrainConfig, device: torch.device):
+    "The autocast context of a training step: bf16 on CUDA under 'auto' or 'bf16', bf16 on CPU only if asked, else none."
+    on = cfg.precision == 'bf16' or (cfg.precision == 'auto' and device.type == 'cuda')
+    return torch.autocast(device.type, dtype=torch.bfloat16) if on else contextlib.nullcontext()
 
 def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig, max_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     "Linear warm-up for `cfg.warmup_steps`, then a constant, cosine or linear decay to 0 at `max_steps`."
@@ -219,6 +227,27 @@ class FitResult:
 # %% ../nbs/91_harness.ipynb #c015
 _trial_checkpoint: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_checkpoint', default=None)
 _trial_fits: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_fits', default=None)   # FitResults of the running trial
+
+class BudgetExhausted(RuntimeError):
+    "The wall-clock budget (a campaign's) ran out; a training trial saved its checkpoint and can resume."
+
+_deadline: contextvars.ContextVar = contextvars.ContextVar('relbook_deadline', default=None)
+
+def deadline() -> float | None:
+    "The wall-clock time (time.time()) by which work must stop: `time_budget`, else `$RELBOOK_DEADLINE`, else None."
+    dl = _deadline.get()
+    if dl is None and os.environ.get('RELBOOK_DEADLINE'):
+        try: dl = float(os.environ['RELBOOK_DEADLINE'])
+        except ValueError: raise ValueError(f"RELBOOK_DEADLINE must be a Unix time in seconds, got {os.environ['RELBOOK_DEADLINE']!r}")
+    return dl
+
+@contextlib.contextmanager
+def time_budget(seconds: float):
+    "Within this block, `fit` checkpoints and raises `BudgetExhausted` once `seconds` have passed, and sweeps start no new trial."
+    check_positive(seconds, 'seconds', integer=False)
+    token = _deadline.set(time.time() + seconds)
+    try: yield
+    finally: _deadline.reset(token)
 
 def _progress_enabled(progress: bool | None) -> bool:
     return os.environ.get('RELBOOK_PROGRESS', '1') != '0' if progress is None else progress
@@ -261,7 +290,9 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
     if val is not None: _check_monitor(model, task, val, cfg)
     key = f'val_{cfg.monitor}' if val is not None else 'train_loss'
     better = (lambda a, b: a < b) if cfg.mode == 'min' or val is None else (lambda a, b: a > b)
-    opt, gen, n = make_optimizer(model, cfg), torch.Generator().manual_seed(seed), n_items(train)
+    opt, gen, n = make_optimizer(model, cfg, device), torch.Generator().manual_seed(seed), n_items(train)
+    dl, amp = deadline(), autocast_for(cfg, device)
+    if device.type == 'cuda' and cfg.precision != 'fp32': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     per_epoch = math.ceil(n / cfg.batch_size)
     max_steps, eval_every = cfg.max_steps or cfg.max_epochs * per_epoch, cfg.eval_every or per_epoch
     sched = make_scheduler(opt, cfg, max_steps)
@@ -283,7 +314,7 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
         idx = st['order'][st['pos']:st['pos'] + cfg.batch_size].to(device); st['pos'] += cfg.batch_size
         if st['pos'] >= n: st['order'] = None
         model.train()
-        loss = task.loss(model, subset(train, idx))
+        with amp: loss = task.loss(model, subset(train, idx))
         opt.zero_grad(set_to_none=True); loss.backward()
         if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step(); sched.step(); st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
@@ -303,6 +334,10 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
             if ckpt is not None and (time.perf_counter() - last_save > cfg.checkpoint_secs):
                 _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
                 last_save = time.perf_counter()
+        if dl is not None and time.time() >= dl and st['step'] < max_steps and not st['stopped_early']:
+            if ckpt is not None: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
+            bar.close()
+            raise BudgetExhausted(f"time budget spent at step {st['step']} of {max_steps}" + (f"; resumes from {ckpt}" if ckpt else ''))
     bar.close()
     if ckpt is not None: Path(ckpt).unlink(missing_ok=True)          # finished: the next fit starts afresh
     if st['best_state'] is not None: model.load_state_dict(st['best_state'])
@@ -341,8 +376,13 @@ class ResultsStore:
         return set(self._done[1])
 
     def add(self, params: dict, metrics: dict, **extra) -> dict:
-        "Append one finished trial in one write, after ending a torn last line so this row stays whole; returns the row."
-        row = {'params': params, **params, **metrics, **extra}
+        "Append one finished trial; returns the row."
+        return self.append_row({'params': params, **params, **metrics, **extra})
+
+    def append_row(self, row: dict) -> dict:
+        "Append a row in one write, after closing off a torn last line so this row stays whole."
+        if not isinstance(row, dict) or not isinstance(row.get('params'), dict):
+            raise ValueError(f"row must be a dict with a 'params' dict, got {str(row)[:80]!r}")
         line = (json.dumps(row, default=float) + '\n').encode()
         with open(self.path, 'a+b') as f:                # appends always go to the end, also from other processes
             f.seek(0, os.SEEK_END)
@@ -436,10 +476,12 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     if len(set(keys)) != len(keys): raise ValueError(f"trials of {name!r} contain duplicates")
     (shard, n_shards), done = _shard(), store.done()      # parallel workers split the trials, share the store
     todo = [(p, k) for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and i % n_shards == shard]
-    ck_dir = store.path.parent / 'checkpoints' / name
+    ck_dir = store.path.parent / 'checkpoints' / store.path.stem      # <name>-<profile>: profiles never share a checkpoint
     with _sweep_worker(ck_dir, shard, n_shards):
         for p, key in tqdm(todo, desc=f'{name} [{get_profile()}]', disable=not _progress_enabled(progress)):
             h = hashlib.sha1(key.encode()).hexdigest()[:16]
+            if (dl := deadline()) is not None and time.time() + _typical_trial_s(store, name) >= dl and not (ck_dir / f'{h}.pt').exists():
+                raise BudgetExhausted(f"{name}: not starting another trial, the time budget would run out first")
             if (lock := _try_lock(ck_dir / f'{h}.lock')) is None: continue   # another worker is running this trial
             with lock:
                 if key in store.done(): continue                            # another worker finished it meanwhile
@@ -450,6 +492,11 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     if missing and n_shards == 1 and todo:
         warnings.warn(f"{name}: {len(missing)} trials are not finished (other workers are running them)")
     return pd.DataFrame([{k: v for k, v in rows[k].items() if k != 'params'} for k in keys if k in rows])
+
+def _typical_trial_s(store: ResultsStore, name: str) -> float:
+    "The median wall time of this experiment's finished trials (0 if none): a campaign starts no trial it cannot finish."
+    t = [r['wall_time_s'] for r in store.rows() if r.get('experiment') == name and isinstance(r.get('wall_time_s'), (int, float))]
+    return float(np.median(t)) if t else 0.0
 
 def _run_trial(name: str, p: dict, run_trial: Callable[..., dict], store: ResultsStore, ck: Path) -> None:
     "Run one trial with its checkpoint path and a record of its fits; append its row with provenance."
@@ -492,18 +539,42 @@ def run_experiment(name: str, profile: str | None = None) -> pd.DataFrame:
         return exps[name]()
 
 # %% ../nbs/91_harness.ipynb #c028
+def _campaign_cli(a) -> int:
+    "`relbook campaign | merge | prepare` (relbook.campaign)."
+    from relbook import campaign as cp
+    if a.cmd == 'prepare':
+        print('prepared:', ', '.join(cp.prepare(a.names, a.profile, a.workers)) or 'nothing to prepare'); return 0
+    if a.cmd == 'merge':
+        r = cp.merge(a.archive)
+        print(f"merged {a.archive}: {sum(r['added'].values())} new rows {r['added']}, {r['duplicates']} duplicates skipped, "
+              f"{r['checkpoints']} checkpoints restored"); return 0
+    m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device)
+    print(f"campaign [{a.profile}] {m['wall_s']}s of {m['budget_s']:.0f}s: finished {m['finished']}, stopped: {m['stopped']}; "
+          f"rows {m['rows']}, {len(m['checkpoints'])} checkpoints -> {a.out}")
+    return 0
+
 def main(argv: Sequence[str] | None = None) -> int:
     "The `relbook` command: `relbook list` | `relbook run NAME... [--profile P] [--device D]` | `relbook claims [--check]`."
     ap = argparse.ArgumentParser(prog='relbook', description='Run the experiments of the relbook book.')
     sub = ap.add_subparsers(dest='cmd', required=True)
     sub.add_parser('list', help='list the registered experiments')
     r = sub.add_parser('run', help="run (or resume) experiments; 'all' runs every one")
-    r.add_argument('names', nargs='+'); r.add_argument('--profile', choices=('smoke', 'quick', 'full'))
+    r.add_argument('names', nargs='+'); r.add_argument('--profile', choices=PROFILES)
     r.add_argument('--device', help='torch device, e.g. cuda or cpu')
     r.add_argument('--shard', help="run only trials i with i %% n == k, as 'k/n' (parallel workers, one store)")
     c = sub.add_parser('claims', help='judge every claim of the ledger; write the claims page and the scoreboard')
     c.add_argument('--check', action='store_true', help='write nothing; exit 1 if the committed pages are out of date')
+    g = sub.add_parser('campaign', help='run experiments in priority order within a wall-clock budget; pack the new rows')
+    g.add_argument('names', nargs='*', help='experiments, in order (default: those whose claims are least settled first)')
+    g.add_argument('--profile', default='gpu', choices=PROFILES); g.add_argument('--budget', default='24m', help="e.g. 24m, 90s, 1.5h")
+    g.add_argument('--out', default='campaign.tar.gz'); g.add_argument('--workers', type=int, default=1)
+    g.add_argument('--device', help='torch device, e.g. cuda or cpu')
+    m = sub.add_parser('merge', help="fold a campaign archive into results/ (no duplicates)"); m.add_argument('archive')
+    p = sub.add_parser('prepare', help='build the cached inputs (e.g. mathematics problems) with every CPU core')
+    p.add_argument('names', nargs='*'); p.add_argument('--profile', default='gpu', choices=PROFILES)
+    p.add_argument('--workers', type=int, default=None)
     a = ap.parse_args(argv)
+    if a.cmd in ('campaign', 'merge', 'prepare'): return _campaign_cli(a)
     exps = load_all_experiments()
     if a.cmd == 'claims':
         from relbook.evidence import write_claims
@@ -517,6 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.shard:
         os.environ['RELBOOK_SHARD'] = a.shard; _shard()               # validate before any work
     names = sorted(exps) if a.names == ['all'] else a.names
+    unknown = [n for n in names if n not in exps]                  # every name checked before any work starts
+    if unknown: raise SystemExit(f"relbook run: unknown experiments {unknown}; known: {sorted(exps)}")
     for n in names:
         t0 = time.perf_counter(); df = run_experiment(n, a.profile)
         print(f"{n}: {len(df)} trials [{a.profile or get_profile()}] in {time.perf_counter() - t0:.1f}s -> {store_for(n, a.profile).path}")

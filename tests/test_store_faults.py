@@ -85,7 +85,7 @@ def test_sigkill_then_resume_equals_never_stopped(tmp_path):
     subprocess.run([sys.executable, script, straight, '0', '1'], check=True, env=_env())
     killed = tmp_path / 'killed' / 'r.jsonl'
     proc = subprocess.Popen([sys.executable, script, killed, '0.05', '1'], env=_env())
-    ck_dir = killed.parent / 'checkpoints' / 'faults'
+    ck_dir = killed.parent / 'checkpoints' / 'r'
     deadline = time.time() + 60
     while not list(ck_dir.glob('*.pt')) and time.time() < deadline: time.sleep(0.05)
     time.sleep(0.4)                                     # a few more steps past the first checkpoint, then mid-step
@@ -111,7 +111,7 @@ def test_two_unsharded_workers_split_the_trials(tmp_path):
 def test_mismatched_shards_are_refused(tmp_path):
     script, store = _script(tmp_path), tmp_path / 'r.jsonl'
     first = subprocess.Popen([sys.executable, script, store, '0.02', '3'], env={**_env(), 'RELBOOK_SHARD': '0/2'})
-    lock = tmp_path / 'checkpoints' / 'faults' / '.shards-2'
+    lock = tmp_path / 'checkpoints' / 'r' / '.shards-2'
     deadline = time.time() + 60
     while not lock.exists() and time.time() < deadline: time.sleep(0.05)
     second = subprocess.run([sys.executable, script, store, '0.02', '3'], env={**_env(), 'RELBOOK_SHARD': '0/3'},
@@ -154,3 +154,42 @@ def test_nan_training_loss_is_an_error():
     with torch.no_grad(): net.weight.fill_(float('nan'))
     with pytest.raises(FloatingPointError, match='training loss became nan'):
         fit(net, Classification(), _blobs(64, 0), None, TrainConfig(max_epochs=2), progress=False, checkpoint=None)
+
+
+# --- a time budget stops a fit at a checkpoint; resuming it gives the uninterrupted result ---------------
+
+def test_time_budget_checkpoints_and_resumes(tmp_path):
+    from relbook.harness import BudgetExhausted, time_budget
+
+    class Slow(Classification):
+        def loss(self, model, batch): time.sleep(0.01); return super().loss(model, batch)
+
+    def run(ckpt):
+        torch.manual_seed(0); net = nn.Linear(2, 2)
+        fit(net, Slow(), _blobs(100, 0), _blobs(32, 1), TrainConfig(lr=0.05, max_steps=60, eval_every=7, batch_size=32),
+            progress=False, checkpoint=ckpt)
+        return net.weight.detach().clone()
+    straight = run(None)
+    ck = tmp_path / 'c.pt'
+    with time_budget(0.15), pytest.raises(BudgetExhausted, match='time budget spent at step'):
+        run(ck)
+    assert ck.exists()
+    assert torch.equal(run(ck), straight) and not ck.exists()
+
+
+def test_campaign_with_two_workers_and_merge(tmp_path):
+    "Two worker processes share the stores (locks split the trials); the archive merges into a fresh folder without duplicates."
+    from relbook.campaign import campaign, merge
+    env_old = os.environ.get('RELBOOK_RESULTS')
+    try:
+        os.environ['RELBOOK_RESULTS'] = str(tmp_path / 'gpu')
+        m = campaign(['order_relation'], 'smoke', budget=120, out=tmp_path / 'a.tar.gz', workers=2)
+        rows = ResultsStore(tmp_path / 'gpu' / 'order_relation-smoke.jsonl').rows()
+        keys = [json.dumps(r['params'], sort_keys=True) for r in rows]
+        assert m['finished'] == ['order_relation'] and len(keys) == len(set(keys)) > 0
+        assert m['rows'] == {'order_relation-smoke.jsonl': len(rows)}
+        r = merge(tmp_path / 'a.tar.gz', tmp_path / 'home')
+        assert r['added'] == {'order_relation-smoke.jsonl': len(rows)} and merge(tmp_path / 'a.tar.gz', tmp_path / 'home')['duplicates'] == len(rows)
+    finally:
+        if env_old is None: os.environ.pop('RELBOOK_RESULTS', None)
+        else: os.environ['RELBOOK_RESULTS'] = env_old
