@@ -15,7 +15,7 @@ NB_THREADS ?= 1
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.relbook-installed
 
-.PHONY: help venv export check-export check-clean nbtest pytest test book notebooks experiments clean
+.PHONY: help venv export check-export check-clean nbtest nbtest-cuda pytest test book notebooks experiments clean
 
 help:
 	@echo "make test | make book | make notebooks PROFILE=quick|full | make experiments PROFILE=full"
@@ -50,6 +50,11 @@ nbtest: export
 	@echo "nbdev_test, smoke profile (timings: slowest notebook first)"
 	OMP_NUM_THREADS=$(NB_THREADS) RELBOOK_PROFILE=smoke RELBOOK_PROGRESS=0 $(BIN)/nbdev_test --n_workers $(NB_WORKERS) --timing
 
+# Every notebook at smoke on the GPU (a chapter that mixes devices fails here first); pass a CUDA torch via TORCH_SPEC.
+nbtest-cuda: export
+	OMP_NUM_THREADS=$(NB_THREADS) RELBOOK_DEVICE=cuda RELBOOK_PROFILE=smoke RELBOOK_PROGRESS=0 $(BIN)/nbdev_test --n_workers 1 --timing
+	RELBOOK_PROFILE=smoke $(BIN)/python -m pytest tests/test_cuda.py -q
+
 pytest: export
 	RELBOOK_PROFILE=smoke $(BIN)/python -m pytest tests/ -q
 
@@ -59,6 +64,12 @@ test: check-export check-clean nbtest pytest
 book: export
 	$(BIN)/jupyter-book build . --builder html -W --keep-going
 	@echo "book: $$(pwd)/_build/html/index.html"
+
+# Every page of the built book in headless Chromium (apt-get install chromium; skipped without it):
+# tracebacks, untypeset math, broken images, cut-off equations; screenshots in _build/screenshots/.
+.PHONY: browser-test
+browser-test: book
+	RELBOOK_BOOK_HTML=_build/html $(BIN)/python -m pytest tests/test_browser.py -q
 
 # Re-run every notebook in place at a profile (quick on CPU, full on a GPU) and store its outputs.
 notebooks: export

@@ -4,15 +4,15 @@
 
 # %% ../nbs/14_dat_experiments.ipynb #c002
 from __future__ import annotations
-import math, os
+import math, os, time
 from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_choice, get_device, get_profile, results_dir, atomic_write
-from .harness import fit, TrainConfig, Classification, LanguageModeling, experiment, grid, run_sweep
+from .core import by_profile, check_choice, get_device, get_profile, results_dir, atomic_write, seed_everything
+from .harness import fit, TrainConfig, Classification, LanguageModeling, experiment, grid, run_sweep, store_for
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
 from .mathdata import VOCAB_SIZE, PAD
@@ -21,10 +21,74 @@ from .datasets import (load_digits_images, load_cifar, image_splits, channel_sta
                               mixup_cutmix, lm_data)
 
 # %% auto #0
-__all__ = ['MATH_DAT_MODELS', 'TABLE2', 'VISION_MODELS', 'LM_MODELS', 'DATMathProtocol', 'dat_math_protocol', 'dat_math_model',
-           'dat_math_trial', 'dat_math_experiment', 'VisionProtocol', 'vision_protocol', 'vision_model', 'vision_data',
-           'AugmentedClassification', 'vision_trial', 'dat_vision_experiment', 'LMProtocol', 'lm_protocol', 'lm_model',
-           'lm_trial', 'dat_lm_experiment', 'trained_lm', 'relation_activations']
+__all__ = ['SYMMETRY_MARGIN', 'RCA_MARGIN', 'MATH_DAT_MODELS', 'TABLE2', 'VISION_MODELS', 'DIGITS_TEST', 'LM_MODELS', 'model_vs',
+           'DATMathProtocol', 'dat_math_protocol', 'dat_math_model', 'dat_math_trial', 'dat_math_experiment',
+           'VisionProtocol', 'vision_protocol', 'vision_model', 'vision_data', 'AugmentedClassification',
+           'vision_trial', 'dat_vision_experiment', 'LMProtocol', 'lm_protocol', 'lm_model', 'lm_trial',
+           'dat_lm_experiment', 'trained_lm', 'relation_activations']
+
+# %% ../nbs/14_dat_experiments.ipynb #c003b
+from .evidence import claim, conditions
+from .mathbench import curve_budget, MATH_CONVERGENCE
+
+SYMMETRY_MARGIN = 0.01   # Table 3's "no significant difference", read as within ±1 point of test accuracy
+RCA_MARGIN = 0.02        # Fig. 12's "no better than a Transformer", read as within ±0.02 nats/token of validation loss
+
+def model_vs(metric: str, a: str, b: str, mode: str = 'max', at: dict | None = None, **compare_kw):
+    "evaluate(df): model a against model b on `metric`, per seed the mean over the other axes, paired by seed."
+    def evaluate(df: pd.DataFrame):
+        return conditions(curve_budget(df, mode), metric, {'model': a}, {'model': b}, at=at, labels=(a, b),
+                          convergence_keys=MATH_CONVERGENCE, **compare_kw)
+    return evaluate
+
+_MATH_SEC, _VISION_SEC, _LM_SEC = ('Mathematical problem solving (§4.2, Table 2)', 'Vision (§4.3, Table 1)',
+                                'Language modelling (§4.4, Figures 4, 5 and 12)')
+_DAT = dict(chapter='14_dat_experiments', paper='altabaa2024disentangling')
+_MATH_METRIC = 'test (interpolate) character accuracy, teacher forcing'
+# §4.2, Table 2: DAT against the Transformer of its width (d = 128), and against Transformer+ (d = 144, more parameters)
+claim(id='dat-math-vs-transformer', where='§4.2, Fig. 3, Table 2', section=_MATH_SEC, experiments=('dat_math',),
+      claim='DAT is more accurate than a Transformer of the same width on every mathematics task (2 layers).',
+      paper_value='2 layers: linear_1d 66.5 vs 62.5 %, sequence_next_term 91.6 vs 91.1 % (5 seeds)', metric=_MATH_METRIC,
+      comparison='DAT − Transformer (d = 128), 2 layers, paired by seed, mean over modules',
+      evaluate=model_vs('acc', 'DAT', 'Transformer', at={'n_layers': 2}), **_DAT)
+claim(id='dat-math-vs-transformer-plus', where='§4.2, Table 2', section=_MATH_SEC, experiments=('dat_math',),
+      claim='DAT is more accurate than a wider Transformer with more parameters (d = 144) at 2, 3 and 4 layers.',
+      paper_value='e.g. 4 layers: linear_1d 73.1 vs 53.2 %, polynomials__expand 91.4 vs 89.2 % (5 seeds)', metric=_MATH_METRIC,
+      comparison='DAT − Transformer+ (d = 144), paired by seed, mean over modules and depths',
+      evaluate=model_vs('acc', 'DAT', 'Transformer+'), **_DAT)
+# §4.3, Tables 1 and 3: ViDAT against ViT (digits here; CIFAR with $RELBOOK_CIFAR), and symmetric against asymmetric relations
+claim(id='dat-vision-digits', where='§4.3, Table 1', section=_VISION_SEC, experiments=('dat_vision',),
+      claim='ViDAT classifies images more accurately than a ViT trained the same way (here 8×8 digits stand in for CIFAR).',
+      paper_value='CIFAR-10 89.7 vs 86.4 %, CIFAR-100 70.5 vs 68.8 % (10 seeds)',
+      metric='test accuracy on scikit-learn digits (360 test images)', comparison='ViDAT − ViT, paired by seed',
+      evaluate=model_vs('test_acc', 'ViDAT', 'ViT', at={'dataset': 'digits'}), **_DAT)
+claim(id='dat-vision-cifar', where='§4.3, Table 1', section=_VISION_SEC, experiments=('dat_vision',),
+      claim='ViDAT classifies CIFAR-10 and CIFAR-100 images more accurately than a ViT with more parameters.',
+      paper_value='CIFAR-10 89.7 vs 86.4 %, CIFAR-100 70.5 vs 68.8 % (10 seeds)',
+      metric='test accuracy on the CIFAR test sets (needs $RELBOOK_CIFAR)',
+      comparison='ViDAT − ViT, paired by seed, mean over CIFAR-10 and CIFAR-100',
+      evaluate=model_vs('test_acc', 'ViDAT', 'ViT', at={'dataset': ['cifar10', 'cifar100']}), **_DAT)
+claim(id='dat-vision-symmetry', where='App. C.3, Table 3', section=_VISION_SEC, experiments=('dat_vision',),
+      claim="Symmetric relations make no significant difference to ViDAT's accuracy.",
+      paper_value='symmetric vs asymmetric: CIFAR-10 89.7 vs 89.5 %, CIFAR-100 70.5 vs 70.5 %',
+      metric='test accuracy on scikit-learn digits (360 test images)',
+      comparison=f'ViDAT − ViDAT (asymmetric), paired by seed; equivalence within ±{SYMMETRY_MARGIN}',
+      evaluate=model_vs('test_acc', 'ViDAT', 'ViDAT (asymmetric)', at={'dataset': 'digits'}, direction=0, margin=SYMMETRY_MARGIN), **_DAT)
+# §4.4 and App. D.3: language models of matched size; RA against RCA heads
+_LM_METRIC = 'best validation loss (nats/token) on held-out pydoc topics'
+claim(id='dat-lm-vs-transformer', where='§4.4, Fig. 4, Table 5', section=_LM_SEC, experiments=('dat_lm',),
+      claim='A DAT language model reaches a lower validation loss than a Transformer of matched parameter count.',
+      paper_value='perplexity 16.09 vs 16.94 (350 M), 14.31 vs 14.65 (750 M), 13.43 vs 13.63 (1.3 B)', metric=_LM_METRIC,
+      comparison='DAT − Transformer, paired by seed', evaluate=model_vs('val_loss', 'DAT', 'Transformer', mode='min', direction=-1), **_DAT)
+claim(id='dat-lm-ra-vs-rca', where='App. D.3, Fig. 12', section=_LM_SEC, experiments=('dat_lm',),
+      claim="DAT with its relational attention (RA) heads reaches a lower validation loss than DAT with the Abstractor's RCA heads.",
+      paper_value='curves only (Fig. 12, TinyStories)', metric=_LM_METRIC, comparison='DAT − DAT (RCA heads), paired by seed',
+      evaluate=model_vs('val_loss', 'DAT', 'DAT (RCA heads)', mode='min', direction=-1), **_DAT)
+claim(id='dat-lm-rca-vs-transformer', where='App. D.3, Fig. 12', section=_LM_SEC, experiments=('dat_lm',),
+      claim='DAT with RCA heads performs no better than a Transformer.',
+      paper_value='curves only (Fig. 12, TinyStories)', metric=_LM_METRIC,
+      comparison=f'DAT (RCA heads) − Transformer, paired by seed; equivalence within ±{RCA_MARGIN} nats/token',
+      evaluate=model_vs('val_loss', 'DAT (RCA heads)', 'Transformer', mode='min', direction=0, margin=RCA_MARGIN), **_DAT)
 
 # %% ../nbs/14_dat_experiments.ipynb #c005
 # Table 2: (d_model, encoder n_sa, encoder n_ra, decoder n_sa, decoder n_ra)
@@ -86,6 +150,7 @@ def vision_protocol(profile: str | None = None) -> VisionProtocol:
                       full=VisionProtocol(['digits'] + cifar, 100, 5, 128, 10, 384, 8, 12, 3), profile=profile)
 
 VISION_MODELS = ('ViT', 'ViDAT', 'ViDAT (asymmetric)')
+DIGITS_TEST = 360        # test images held out of scikit-learn's 1,797 digits (one image = 0.28 points)
 
 def vision_model(model: str, image_size: int, patch: int, channels: int, n_classes: int, p: VisionProtocol) -> ViDAT:
     "App. C.3: pre-LN, GELU, d_ff = d_model, no dropout; ViDAT: half the heads relational, position-relative symbols, GQA."
@@ -103,7 +168,7 @@ def vision_data(dataset: str, seed: int) -> dict:
     check_choice(dataset, 'dataset', ('digits', 'cifar10', 'cifar100'))
     if dataset == 'digits':
         x, y = load_digits_images()
-        parts, patch = image_splits(x, y, n_val=180, n_test=360, seed=seed), 2
+        parts, patch = image_splits(x, y, n_val=180, n_test=DIGITS_TEST, seed=seed), 2
     else:
         root = os.environ.get('RELBOOK_CIFAR')
         if not root: raise ValueError("dataset='cifar*' needs $RELBOOK_CIFAR pointing at the CIFAR python-format folders")
@@ -197,10 +262,15 @@ def dat_lm_experiment() -> pd.DataFrame:
     return run_sweep('dat_lm', grid(model=list(LM_MODELS), seed=list(range(p.seeds))), lm_trial)
 
 def trained_lm(model: str = 'DAT', seed: int = 0) -> tuple[DATLanguageModel, dict]:
-    "The language model the sweep saved (trained again if the checkpoint is gone), with its data."
+    "The language model the sweep saved, with its data; if the (git-ignored) checkpoint is gone, the trial again, seeded as the sweep seeds it, and said so."
     p = lm_protocol(); d = lm_data(p.seq_len, p.max_vocab)
     path = _lm_path(model, seed)
-    if not path.exists(): lm_trial(model, seed)
+    if not path.exists():
+        seed_everything(seed)                  # as run_sweep does before a trial: the same initial weights and batches
+        t0 = time.perf_counter(); out = lm_trial(model, seed)
+        row = [r['val_loss'] for r in store_for('dat_lm').rows() if r['params'] == {'model': model, 'seed': seed}]
+        print(f"checkpoint {path.name} was missing: retrained {model} (seed {seed}, {time.perf_counter() - t0:.0f} s); "
+              f"best validation loss {out['val_loss']:.4f}" + (f" (its row in the results store: {row[0]:.4f})" if row else ''))
     net = lm_model(model, d['tokenizer'].vocab_size, p)
     net.load_state_dict(torch.load(path, map_location='cpu')); return net.eval(), d
 

@@ -4,23 +4,24 @@
 
 # %% ../nbs/07_math_benchmark.ipynb #c002
 from __future__ import annotations
-import json, math, os, re
+import json, math, os, re, time
 from dataclasses import dataclass, replace, asdict
 from typing import Callable
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
-from .core import by_profile, check_choice, check_positive, get_profile, results_dir, get_device, atomic_write
-from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment
+from .core import by_profile, check_choice, check_positive, get_profile, results_dir, get_device, atomic_write, seed_everything
+from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, store_for
 from .abstractor import math_models, make_seq2seq, count_params
 from .tpr import TPConfig, TPTransformer
 from .mathdata import math_data, PAD, BOS, EOS, VOCAB_SIZE, decode, generate_problems
 
 # %% auto #0
-__all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MathProtocol', 'math_protocol', 'register_math_model', 'math_model',
-           'fit_math', 'math_trial', 'math_benchmark_experiment', 'trained_math_model', 'fraction_roles',
-           'encoder_internals', 'cluster_evidence', 'value_probe']
+__all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MATH_CONVERGENCE', 'MathProtocol', 'math_protocol', 'register_math_model',
+           'math_model', 'curve_budget', 'model_vs', 'whole_answer_floor', 'fit_math', 'math_trial',
+           'math_benchmark_experiment', 'trained_math_model', 'fraction_roles', 'encoder_internals', 'cluster_evidence',
+           'value_probe']
 
 # %% ../nbs/07_math_benchmark.ipynb #c005
 @dataclass
@@ -65,6 +66,54 @@ def math_model(name: str) -> nn.Module:
     check_choice(name, 'name', tuple(MATH_MODELS))
     return MATH_MODELS[name]()
 
+# %% ../nbs/07_math_benchmark.ipynb #c009b
+from .evidence import claim, conditions
+
+def curve_budget(rows: pd.DataFrame, mode: str = 'max') -> pd.DataFrame:
+    """`rows` with a `budget_steps` column read off each trial's validation curve `[[x, metric, ...], ...]`.
+    x is any unit proportional to steps (steps, epochs, tokens); with no early stopping the curve's last x is the
+    budget, so budget_steps = best_step · x_last / x_best, x_best being the first best point (the harness's rule)."""
+    check_choice(mode, 'mode', ('max', 'min'))
+    def one(r: dict) -> float:
+        c = np.asarray(r.get('curve') if isinstance(r.get('curve'), list) else [], float)
+        if c.ndim != 2 or len(c) == 0 or not r.get('best_step'): return math.nan      # unknown convergence
+        i = int(c[:, 1].argmax() if mode == 'max' else c[:, 1].argmin())          # argmax/argmin: the first best
+        return float(r['best_step']) * c[-1, 0] / c[i, 0] if c[i, 0] > 0 else math.nan
+    return rows.assign(budget_steps=[one(r) for r in rows.to_dict('records')])
+
+MATH_CONVERGENCE = ('best_step', 'budget_steps')      # the (best, budget) fields `convergence` reads
+
+def model_vs(metric: str, a: str, b: str, note: Callable[[pd.DataFrame], str] | None = None):
+    "evaluate(df) for 'model a beats model b on `metric`': per seed the mean over modules, paired by seed."
+    def evaluate(df: pd.DataFrame):
+        ev = conditions(curve_budget(df), metric, {'model': a}, {'model': b}, labels=(a, b), convergence_keys=MATH_CONVERGENCE)
+        if note is not None and ev.comparison is not None: ev.note = note(df)
+        return ev
+    return evaluate
+
+def whole_answer_floor(df: pd.DataFrame) -> str:
+    "A note when whole-answer accuracy is near zero for every trial: the metric cannot show a difference."
+    top = float(df['ar_seq_acc'].max())
+    return (f"floor effect: whole-answer accuracy is at most {top:.3f} for every model and module, so at this budget "
+            "the metric cannot show an effect of the roles either way") if top < 0.05 else ''
+
+# %% ../nbs/07_math_benchmark.ipynb #c009c
+_SECTION = "The papers' claims and ours"        # the heading under which the verdicts are reported
+for base in ('Transformer', 'Transformer+'):    # §4.3 claims a gain over these two baselines only
+    claim(id=f"abstractor-math-vs-{base.lower().replace('+', '-plus')}", chapter='07_math_benchmark',
+          paper='altabaa2024abstractors', where='§4.3, Fig. 7, App. B.3',
+          claim=f'On mathematics problems the Abstractor (architecture d) is modestly but consistently more accurate than {base}.',
+          paper_value='curves only (Fig. 7): higher validation char. accuracy on all 5 tasks, 5 seeds',
+          experiments=('math_benchmark',), metric='test (interpolate) character accuracy, teacher forcing',
+          comparison=f'Abstractor (d) − {base}, paired by seed, mean over modules',
+          evaluate=model_vs('acc', 'Abstractor (d)', base), section=_SECTION)
+claim(id='tp-math-roles-help', chapter='07_math_benchmark', paper='schlag2019enhancing', where='§4, Table 1',
+      claim='Role vectors (TP-attention) raise whole-answer accuracy over the same Transformer without them.',
+      paper_value='interpolation, mean of 56 modules: 80.67 % vs 77.42 % at 700k steps (84.24 % TP at 1.7M)',
+      experiments=('math_benchmark',), metric='test (interpolate) whole-answer accuracy, greedy decoding',
+      comparison='TP-Transformer − TP-Transformer (no roles), paired by seed, mean over modules',
+      evaluate=model_vs('ar_seq_acc', 'TP-Transformer', 'TP-Transformer (no roles)', note=whole_answer_floor), section=_SECTION)
+
 # %% ../nbs/07_math_benchmark.ipynb #c010
 def _model_path(model: str, module: str, seed: int):
     return results_dir() / 'checkpoints' / 'math_models' / f"{get_profile()}-{model}-{module}-s{seed}.pt".replace(' ', '_')
@@ -97,9 +146,14 @@ def math_benchmark_experiment() -> pd.DataFrame:
                      math_trial)
 
 def trained_math_model(model: str, module: str = 'arithmetic__mixed', seed: int = 0) -> nn.Module:
-    "The model the benchmark trained (loaded from its checkpoint, or trained again if the checkpoint is gone)."
+    "The model the sweep trained, from its (git-ignored) checkpoint; if that is gone, the trial again, seeded as the sweep seeds it, and said so."
     p = _model_path(model, module, seed)
-    if not p.exists(): math_trial(model, module, seed, save=True)
+    if not p.exists():
+        seed_everything(seed)                  # as run_sweep does before a trial: the same initial weights and batches
+        t0 = time.perf_counter(); out = math_trial(model, module, seed, save=True)
+        row = [r['acc'] for r in store_for('math_benchmark').rows() if r['params'] == {'model': model, 'module': module, 'seed': seed}]
+        print(f"checkpoint {p.name} was missing: retrained {model} on {module} (seed {seed}, {time.perf_counter() - t0:.0f} s); "
+              f"test char. accuracy {out['acc']:.4f}" + (f" (its row in the results store: {row[0]:.4f})" if row else ''))
     net = math_model(model); net.load_state_dict(torch.load(p, map_location='cpu')); return net.eval()
 
 # %% ../nbs/07_math_benchmark.ipynb #c016

@@ -15,9 +15,10 @@ from .harness import (Classification, Regression, TrainConfig, fit, grid, run_sw
                              split_sizes, subset)
 
 # %% auto #0
-__all__ = ['RELATION_ACTIVATIONS', 'KERNELS', 'ORDER_D', 'ORDER_CFG', 'ORDER_MODELS', 'relation_activation', 'mlp',
-           'MultiHeadRelation', 'multi_head_relation_reference', 'CoRelNet', 'PairRelationClassifier', 'rbf_kernel',
-           'poly_kernel', 'grid_points', 'kernel_gram', 'best_rank_sup_error', 'kernel_model', 'kernel_fit_trial',
+__all__ = ['RELATION_ACTIVATIONS', 'ORDER_N', 'ORDER_MAJORITY', 'UNABLE_MARGIN', 'RELATIONS_CLAIMS', 'KERNELS', 'ORDER_D',
+           'ORDER_CFG', 'ORDER_MODELS', 'relation_activation', 'mlp', 'MultiHeadRelation',
+           'multi_head_relation_reference', 'CoRelNet', 'PairRelationClassifier', 'rbf_kernel', 'poly_kernel',
+           'grid_points', 'kernel_gram', 'best_rank_sup_error', 'kernel_model', 'kernel_fit_trial',
            'kernel_fit_experiment', 'order_relation_data', 'order_model', 'order_fit_trial', 'order_fit_experiment',
            'order_relation_trial', 'order_relation_experiment']
 
@@ -132,6 +133,81 @@ class PairRelationClassifier(nn.Module):
     def forward(self, pair: torch.Tensor) -> torch.Tensor:
         check_shape(pair, 'pair', (None, 2, self.relation.d_in))
         return self.head(self.relation(pair[:, :1], pair[:, 1:])[:, 0, 0])   # r(x₀, x₁): (b, d_r) -> (b, n_out)
+
+# %% ../nbs/01_relations.ipynb #c014b
+from .evidence import claim, conditions, Evidence
+
+ORDER_N = 32                                     # objects in the order experiments (§4.1: N = 32)
+ORDER_MAJORITY = (ORDER_N + 1) / (2 * ORDER_N)   # 0.516: answer "not before" for every pair (labels [i < j])
+UNABLE_MARGIN = 0.05                             # "completely unable": within ±0.05 of the majority baseline
+
+def _largest(df: pd.DataFrame) -> dict:
+    "Read a learning claim at the largest training set of the rows."
+    return {'n_train': int(df['n_train'].max())}
+
+def _sup_error_falls(kernel: str):
+    "Evidence for Theorem 3.1's trend on one kernel: sup-error at the smallest width ÷ at the largest, per seed."
+    def evaluate(df: pd.DataFrame) -> Evidence:
+        w = df.loc[df['kernel'] == kernel, 'width']
+        if w.empty: return Evidence(None, 'no rows', df.iloc[:0])
+        lo, hi = int(w.min()), int(w.max())
+        return conditions(df, 'sup_err', {'kernel': kernel, 'width': lo}, {'kernel': kernel, 'width': hi},
+                          labels=(f'sup-error at width {lo}', f'at width {hi}'), ratio=True)
+    return evaluate
+
+RELATIONS_CLAIMS = (   # the chapter's claims, in the order the chapter tests them
+    # Theorem 3.1 (2023 paper), one claim per kernel
+    claim(id='mlp-inner-products-fit-rbf-kernel', chapter='01_relations', paper='altabaa2023abstractors',
+          where='§3.1, Theorem 3.1',
+          claim='Inner products of MLPs approximate a continuous PSD kernel uniformly; for the Gaussian kernel (ℓ = 0.5) on [−1, 1]² the sup-error falls as the networks widen.',
+          experiments=('kernel_fit',), metric='sup-error over all pairs of a dense grid',
+          comparison='sup-error at the smallest width ÷ at the largest, paired by seed (geometric mean)',
+          evaluate=_sup_error_falls('rbf'),
+          section='Theory check 2: inner products of MLPs approximate Mercer kernels uniformly (Theorem 3.1)'),
+    claim(id='mlp-inner-products-fit-polynomial-kernel', chapter='01_relations', paper='altabaa2023abstractors',
+          where='§3.1, Theorem 3.1',
+          claim='Inner products of MLPs approximate a continuous PSD kernel uniformly; for the polynomial kernel (1 + x·y)² on [−1, 1]² the sup-error falls as the networks widen.',
+          experiments=('kernel_fit',), metric='sup-error over all pairs of a dense grid',
+          comparison='sup-error at the smallest width ÷ at the largest, paired by seed (geometric mean)',
+          evaluate=_sup_error_falls('poly2'),
+          section='Theory check 2: inner products of MLPs approximate Mercer kernels uniformly (Theorem 3.1)'),
+
+    # §4.1 (2024 paper): asymmetric inner products can model ≺, symmetric ones cannot
+    claim(id='asymmetric-relation-represents-order', chapter='01_relations', paper='altabaa2024abstractors',
+          where='§4.1, Fig. 4a',
+          claim='Asymmetric inner products, with different left and right encoders, can model the order relation ≺; symmetric inner products cannot.',
+          experiments=('order_fit',), metric='training accuracy on all N² = 1024 pairs (fitting, nothing held out)',
+          comparison='asymmetric relation classifier − the symmetric ceiling (N+1)/2N, per seed',
+          evaluate=lambda df: conditions(df, 'train_acc', {'model': 'relation (asym)'}, ORDER_MAJORITY,
+                                         labels=('asymmetric relation', 'symmetric ceiling')),
+          section='Theory check 3: symmetric relations cannot represent an order'),
+    claim(id='asymmetric-relation-learns-order', chapter='01_relations', paper='altabaa2024abstractors',
+          where='§4.1, Fig. 4a',
+          claim='The order relation ≺ can be learned from a subset of the pairs, generalising to unseen pairs, with asymmetric but not with symmetric inner products.',
+          experiments=('order_relation',), metric='test accuracy on unseen pairs at the largest training set',
+          comparison='asymmetric − symmetric relation classifier, paired by seed',
+          evaluate=lambda df: conditions(df, 'test_acc', {'model': 'relation (asym)'}, {'model': 'relation (sym)'},
+                                         at=_largest(df), labels=('asymmetric relation', 'symmetric relation')),
+          section='Experiment: learning the order relation from half the pairs (§4.1)'),
+
+    # §4.1 (2024 paper): the CoRelNets
+    claim(id='corelnet-cannot-learn-order', chapter='01_relations', paper='altabaa2024abstractors',
+          where='§4.1, Fig. 4a',
+          claim='Standard (symmetric) CoRelNet is completely unable to learn the order relation.',
+          experiments=('order_relation',), metric='test accuracy on unseen pairs at the largest training set',
+          comparison='CoRelNet − majority baseline (N+1)/2N, per seed; equivalence within ±0.05',
+          evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet'}, ORDER_MAJORITY, at=_largest(df),
+                                         labels=('CoRelNet', 'majority baseline'), direction=0, margin=UNABLE_MARGIN),
+          section='Experiment: learning the order relation from half the pairs (§4.1)'),
+    claim(id='asymmetric-corelnet-learns-order', chapter='01_relations', paper='altabaa2024abstractors',
+          where='§4.1, Fig. 4a',
+          claim='Asymmetric CoRelNet learns the transitive order relation and generalises to unseen pairs.',
+          experiments=('order_relation',), metric='test accuracy on unseen pairs at the largest training set',
+          comparison='asymmetric CoRelNet − majority baseline (N+1)/2N, per seed',
+          evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet (asym)'}, ORDER_MAJORITY, at=_largest(df),
+                                         labels=('asymmetric CoRelNet', 'majority baseline')),
+          section='Experiment: learning the order relation from half the pairs (§4.1)'),
+)
 
 # %% ../nbs/01_relations.ipynb #c018
 def rbf_kernel(x: torch.Tensor, y: torch.Tensor, ell: float = 0.5) -> torch.Tensor:

@@ -12,9 +12,10 @@ from .core import check_choice, check_positive, check_seed, check_shape
 
 # %% auto #0
 __all__ = ['CELL', 'GRID', 'SHAPES', 'COLOURS', 'RGB', 'BACKGROUND', 'N_OBJECTS', 'OBJECT_SETS', 'LINES', 'PATTERNS', 'TASKS',
-           'RG_MODELS', 'RG_MAIN', 'RG_TRAIN', 'render_object', 'object_ids', 'relgames_sample', 'relgames_data',
-           'patches', 'PatchClassifier', 'rg_model', 'rg_sizes', 'rg_protocol', 'rg_trial',
-           'relational_games_experiment']
+           'RG_MODELS', 'RG_MAIN', 'RG_TRAIN', 'RG_CONVERGENCE', 'RG_DAT_MIXES', 'RG_TRANSFORMERS', 'RG_MARGIN',
+           'render_object', 'object_ids', 'relgames_sample', 'relgames_data', 'patches', 'PatchClassifier', 'rg_model',
+           'rg_sizes', 'rg_protocol', 'rg_trial', 'relational_games_experiment', 'rg_budget', 'with_budget',
+           'dat_vs_transformers', 'paired_models']
 
 # %% ../nbs/13_relational_games.ipynb #c006
 CELL, GRID = 12, 3                                 # pixels per cell side; cells per grid side (image side 36)
@@ -306,3 +307,98 @@ def relational_games_experiment() -> pd.DataFrame:
     trials = [dict(task=t, n_train=n, model=m, seed=s) for t, models in p['models'].items() for n in rg_sizes(t)
               for m in models for s in range(p['main_seeds'] if m in RG_MAIN else p['seeds'])]
     return run_sweep('relational_games', trials, rg_trial)
+
+# %% ../nbs/13_relational_games.ipynb #c036b
+import math
+from .evidence import claim, compare, select, Evidence
+
+RG_CONVERGENCE = ('best_step', 'budget_steps')   # rows store the best step; the budget follows from the profile (below)
+RG_DAT_MIXES, RG_TRANSFORMERS = ('DAT (RA only)', 'DAT (SA+RA)'), ('Transformer', 'Transformer+')
+
+def rg_budget(n_train: int, profile: str | None = None) -> float:
+    "Optimizer steps a trial may take: epochs × ⌈n_train / batch⌉ at `profile` (NaN for a profile this chapter does not know)."
+    try: return float(rg_protocol(profile)['epochs'] * math.ceil(n_train / RG_TRAIN.batch_size))
+    except ValueError: return float('nan')
+
+def with_budget(df: pd.DataFrame) -> pd.DataFrame:
+    "Result rows with a `budget_steps` column (the rows store `best_step` only), for `convergence`."
+    profiles = df['profile'] if 'profile' in df else [None] * len(df)
+    return df.assign(budget_steps=[rg_budget(int(n), p) for n, p in zip(df['n_train'], profiles)])
+
+# %% ../nbs/13_relational_games.ipynb #c036c
+def _no_rows(df: pd.DataFrame) -> Evidence:
+    return Evidence(None, 'no rows', df.iloc[:0], convergence_keys=RG_CONVERGENCE)
+
+def dat_vs_transformers(task: str):
+    "Evaluate: per seed, the worse DAT mix's mean accuracy over sizes minus the better Transformer's, on one task."
+    def evaluate(df: pd.DataFrame) -> Evidence:
+        if 'task' not in df: return _no_rows(df)
+        rows = with_budget(select(df, task=task, model=[*RG_DAT_MIXES, *RG_TRANSFORMERS]))
+        cells = rows.pivot_table(index=['seed', 'n_train'], columns='model', values='test_acc').dropna()   # every model present
+        dat, tf = [m for m in RG_DAT_MIXES if m in cells], [m for m in RG_TRANSFORMERS if m in cells]
+        if cells.empty or not dat or not tf: return _no_rows(rows)
+        auc = cells.groupby('seed').mean()                                     # (seed, model): mean over the sizes
+        a, b = auc[dat].min(axis=1), auc[tf].max(axis=1)
+        each = ', '.join(f'{m} {auc[m].mean():.3f}' for m in dat + tf)
+        sizes = sorted(int(n) for n in cells.index.get_level_values('n_train').unique())
+        used = rows[rows.model.isin(dat + tf)].merge(cells.index.to_frame(index=False), on=['seed', 'n_train'])
+        return Evidence(compare(a, b), f'worse DAT {a.mean():.3f}, better Transformer {b.mean():.3f} ({each}; sizes {sizes})',
+                        used, convergence_keys=RG_CONVERGENCE)
+    return evaluate
+
+def paired_models(a: dict, b: dict, labels: tuple[str, str], note: str = '', **compare_kw):
+    "Evaluate: per seed, mean accuracy of models `a` and of their partners in `b` (same value) over the (task, size) cells both have."
+    def evaluate(df: pd.DataFrame) -> Evidence:
+        if 'task' not in df: return _no_rows(df)
+        df, keys = with_budget(df), ['seed', 'task', 'n_train', 'partner']
+        A = select(df, model=list(a)).assign(partner=lambda d: d.model.map(a))
+        B = select(df, model=list(b)).assign(partner=lambda d: d.model.map(b))
+        m = A.merge(B, on=keys, suffixes=('_a', '_b'))                        # one row per matched (seed, task, size, partner)
+        used = pd.concat([A.merge(m[keys], on=keys), B.merge(m[keys], on=keys)]).drop(columns='partner')
+        if m.empty: return _no_rows(used)
+        va, vb = m.groupby('seed').test_acc_a.mean(), m.groupby('seed').test_acc_b.mean()
+        ours = f'{labels[0]} {va.mean():.3f}, {labels[1]} {vb.mean():.3f} (mean over sizes; {", ".join(sorted(m.task.unique()))})'
+        return Evidence(compare(va, vb, **compare_kw), ours, used, note=note, convergence_keys=RG_CONVERGENCE)
+    return evaluate
+
+# %% ../nbs/13_relational_games.ipynb #c036d
+# The claims of Altabaa & Lafferty 2024 (§4.1, App. C.1, App. D.3) that the learning curves test. Metric: test accuracy,
+# averaged over the training-set sizes of a task (the area under the learning curve), paired by seed.
+RG_MARGIN = 0.05    # equivalence margin for "similar" and "marginally": ±0.05 accuracy (5 points), mean over sizes and tasks
+_SEC, _CH, _PAPER = 'Learning curves: DAT against Transformers and relational baselines (§4.1, App. C.1)', '13_relational_games', 'altabaa2024disentangling'
+_KW = dict(chapter=_CH, paper=_PAPER, section=_SEC, experiments=('relational_games',), metric='test accuracy, mean over training-set sizes')
+
+for _task in TASKS:   # one claim per task: Fig. 2 has one panel per task
+    claim(id=f"dat-relgames-{_task.replace('_', '-')}-vs-transformer", where='§4.1, Fig. 2',
+          claim=f"On `{_task}`, both DAT configurations (relational heads only; sensory + relational) are more sample-efficient than the Transformers"
+                + (" — dramatically so on this second-order task." if _task == 'match_pattern' else '.'),
+          paper_value='"consistently more sample-efficient"' + ('; "particularly dramatic"' if _task == 'match_pattern' else '') + ' (5 seeds; no number in the text)',
+          comparison='the worse of the two DAT mixes − the better of Transformer and Transformer+ (d = 144), per seed', 
+          evaluate=dat_vs_transformers(_task), **_KW)
+
+claim(id='dat-relgames-ra-only-vs-mix', where='§4.1, Fig. 2',
+      claim='DAT with relational heads only is slightly better than DAT with sensory + relational heads (the difference is marginal).',
+      paper_value='"slightly better", "only marginal" (no number)',
+      comparison='DAT (RA only) − DAT (SA+RA), per seed, mean over tasks', 
+      evaluate=paired_models({'DAT (RA only)': 0}, {'DAT (SA+RA)': 0}, ('RA only', 'SA+RA')), **_KW)
+claim(id='dat-relgames-symmetric-vs-asymmetric', where='App. C.1, Fig. 8',
+      claim='Symmetric relations (W_q,rel = W_k,rel) give faster learning curves than asymmetric ones, for both DAT configurations.',
+      comparison='symmetric − asymmetric, per seed, mean over tasks and both head mixes',
+      evaluate=paired_models({'DAT (RA only)': 'RA only', 'DAT (SA+RA)': 'SA+RA'},
+                             {'DAT (RA only, asym.)': 'RA only', 'DAT (SA+RA, asym.)': 'SA+RA'}, ('symmetric', 'asymmetric')), **_KW)
+claim(id='dat-relgames-ra-vs-rca', where='App. D.3, Fig. 11',
+      claim="DAT with RA heads and DAT with the Abstractor's RCA heads perform similarly (asymmetric relations, 2 + 2 heads).",
+      paper_value='"similar, with most differences within the margin of error"',
+      comparison=f'DAT (SA+RA, asym.) − DAT (RCA heads), per seed, mean over tasks; equivalence within ±{RG_MARGIN}',
+      evaluate=paired_models({'DAT (SA+RA, asym.)': 0}, {'DAT (RCA heads)': 0}, ('RA heads', 'RCA heads'), direction=0, margin=RG_MARGIN), **_KW)
+claim(id='dat-relgames-vs-corelnet', where='App. C.1, Fig. 7',
+      claim='DAT is competitive with CoRelNet, performing marginally worse.',
+      paper_value='"marginally worse than CoRelNet" (no number)',
+      comparison=f'DAT (RA only) − CoRelNet, per seed, mean over tasks; "marginally" read as equivalence within ±{RG_MARGIN}',
+      evaluate=paired_models({'DAT (RA only)': 0}, {'CoRelNet': 0}, ('DAT (RA only)', 'CoRelNet'), direction=0, margin=RG_MARGIN,
+                             note='the paper puts CoRelNet ahead; the ledger asks only that the gap be within the margin'), **_KW)
+claim(id='dat-relgames-vs-abstractor', where='App. C.1, Fig. 7',
+      claim='DAT generally outperforms the Abstractor on relational games.',
+      paper_value='"generally outperforming PrediNet and Abstractor" (no number)',
+      comparison='DAT (RA only) − Abstractor, per seed, mean over tasks',
+      evaluate=paired_models({'DAT (RA only)': 0}, {'Abstractor': 0}, ('DAT (RA only)', 'Abstractor')), **_KW)

@@ -130,3 +130,22 @@ def test_sorting_data():
     assert sorted(sp.objects.rank.tolist()) == list(range(N_A * N_B))
     with pytest.raises(ValueError, match="sigma must be >= 0"):
         corrupt_objects(sp.objects.objects, 'additive', -1.0, torch.Generator())
+
+
+# --- the chapter's claims (relbook.evidence ledger) -------------------------------------------
+
+def test_order_claims_are_declared_and_judge_toy_rows():
+    import pandas as pd
+    from relbook.evidence import CLAIMS
+    from relbook.abstractor import ABSTRACTOR_CLAIMS
+    ids = {c.id for c in CLAIMS.values() if c.chapter == '03_abstractor'}
+    assert ids == {c.id for c in ABSTRACTOR_CLAIMS}
+    assert ids == {'abstractor-learns-order', 'abstractor-order-beats-asymmetric-corelnet', 'abstractor-order-beats-corelnet'}
+    base = {'Abstractor': 0.70, 'CoRelNet': 0.55, 'CoRelNet (asym)': 0.65}
+    rows = pd.DataFrame([dict(model=m, n_train=n, seed=s, test_acc=a + n / 5000 + 0.01 * s, best_epoch=95.0 if m == 'CoRelNet' else 40.0, epochs=100)
+                         for m, a in base.items() for n in (64, 512) for s in range(3)])
+    learns = CLAIMS['abstractor-learns-order'].evaluate(rows)
+    assert learns.comparison.verdict == 'supports the paper' and set(learns.rows.n_train) == {512}
+    vs_asym = CLAIMS['abstractor-order-beats-asymmetric-corelnet'].evaluate(rows).comparison
+    assert vs_asym.verdict == 'supports the paper' and abs(vs_asym.effect - 0.05) < 1e-9     # mean over the sizes, paired
+    assert CLAIMS['abstractor-order-beats-corelnet'].evaluate(rows[rows.model != 'CoRelNet']).comparison is None

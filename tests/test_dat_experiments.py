@@ -42,3 +42,44 @@ def test_digits_and_models_build():
     for m in LM_MODELS:
         assert lm_model(m, 100, p)(torch.randint(0, 100, (2, 7))).shape == (2, 7, 100)
     with pytest.raises(ValueError, match='model'): dat_math_model('GPT', 2)
+
+
+# --- the chapter's claims ---------------------------------------------------------------------
+import math
+import pandas as pd
+from relbook.evidence import CLAIMS
+from relbook.dat_experiments import SYMMETRY_MARGIN, RCA_MARGIN
+
+DAT_CLAIMS = {'dat-math-vs-transformer', 'dat-math-vs-transformer-plus', 'dat-vision-digits', 'dat-vision-cifar',
+              'dat-vision-symmetry', 'dat-lm-vs-transformer', 'dat-lm-ra-vs-rca', 'dat-lm-rca-vs-transformer'}
+
+
+def _vision_rows(acc, seeds=3, datasets=('digits',)):
+    return pd.DataFrame([dict(model=m, dataset=ds, seed=s, test_acc=acc(m, s), best_step=300, curve=[[30.0, .9], [60.0, .8]])
+                         for m in VISION_MODELS for ds in datasets for s in range(seeds)])
+
+
+def test_claims_are_declared():
+    assert DAT_CLAIMS == {k for k, c in CLAIMS.items() if c.chapter == '14_dat_experiments'}
+    assert all(CLAIMS[k].paper == 'altabaa2024disentangling' and CLAIMS[k].paper_value for k in DAT_CLAIMS)
+
+
+def test_vision_claims_equivalence_and_missing_cifar():
+    same = _vision_rows(lambda m, s: 0.95 + 0.001 * s + 0.002 * (m == 'ViDAT'))
+    ev = CLAIMS['dat-vision-symmetry'].evaluate(same)
+    assert ev.comparison.direction == 0 and ev.comparison.threshold == SYMMETRY_MARGIN
+    assert ev.comparison.verdict == 'supports the paper'                                     # within ±1 point
+    far = _vision_rows(lambda m, s: 0.90 + 0.001 * s + 0.05 * (m == 'ViDAT'))
+    assert CLAIMS['dat-vision-symmetry'].evaluate(far).comparison.verdict == 'contradicts the paper'
+    assert CLAIMS['dat-vision-digits'].evaluate(far).comparison.verdict == 'supports the paper'
+    assert CLAIMS['dat-vision-cifar'].evaluate(far).comparison is None                       # digits only: not run
+
+
+def test_lm_claims_read_lower_loss_as_better():
+    rows = pd.DataFrame([dict(model=m, seed=s, val_loss=4.0 - 0.05 * (m == 'DAT') + 0.01 * s, best_step=300,
+                              curve=[[100, 4.5], [300, 4.0], [600, 4.1]]) for m in LM_MODELS for s in range(3)])
+    assert CLAIMS['dat-lm-vs-transformer'].evaluate(rows).comparison.verdict == 'supports the paper'
+    assert CLAIMS['dat-lm-ra-vs-rca'].evaluate(rows).comparison.verdict == 'supports the paper'
+    rca = CLAIMS['dat-lm-rca-vs-transformer'].evaluate(rows).comparison
+    assert (rca.verdict, rca.threshold) == ('supports the paper', RCA_MARGIN)                # identical: within the margin
+    assert CLAIMS['dat-lm-vs-transformer'].evaluate(rows[rows.seed < 2]).comparison.verdict == 'insufficient data'

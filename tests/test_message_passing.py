@@ -221,3 +221,39 @@ def test_experiments_run_at_smoke(tmp_path, monkeypatch):
     assert (pt[pt.eps == 0].recovered == 1).all()
     assert {'err', 'rate'} <= set(rl.columns) and (rl.err > 0).all()
     assert (tmp_path / 'recovery_phase_transition-smoke.jsonl').exists()
+
+
+# --- the chapter's claims (relbook.evidence ledger) -------------------------------------------
+
+def test_chapter_claims_are_declared():
+    from relbook.evidence import CLAIMS
+    ids = {c.id for c in CLAIMS.values() if c.chapter == '02_message_passing'}
+    assert ids == {c.id for c in mp.MESSAGE_PASSING_CLAIMS}
+    assert ids == {'recovery-boundary-rises-gaussian-errors', 'recovery-boundary-rises-aligned-errors',
+                   'robust-lasso-error-rate-c0.5', 'robust-lasso-error-rate-c1'}
+
+
+def test_recovery_claim_reads_one_boundary_per_seed():
+    from relbook.evidence import CLAIMS
+    eps = [0.0, 0.1, 0.2, 0.3]
+    rate = {1: [1.0, 0.0, 0.0, 0.0], 4: [1.0, 1.0, 0.75, 0.25]}                  # ε* = 0.05 at d/m = 1, 0.25 at d/m = 4
+    rows = pd.DataFrame([dict(corruption=k, ratio=r, eps=e, seed=s, recovered=rate[r][i])
+                         for k in CORRUPTIONS for r in rate for i, e in enumerate(eps) for s in range(3)])
+    ev = CLAIMS['recovery-boundary-rises-aligned-errors'].evaluate(rows)
+    assert ev.comparison.verdict == 'supports the paper' and math.isclose(ev.comparison.effect, 0.2)
+    assert ev.convergence_keys is False and ev.note == ''
+    rows.loc[rows.ratio == 4, 'recovered'] = 1.0                                  # recovered everywhere: censored
+    ev = CLAIMS['recovery-boundary-rises-gaussian-errors'].evaluate(rows)
+    assert math.isclose(ev.comparison.effect, 0.25) and 'lower bound' in ev.note
+    assert CLAIMS['recovery-boundary-rises-gaussian-errors'].evaluate(rows[rows.ratio == 1]).comparison is None
+
+
+def test_lasso_claims_judge_the_slope_within_a_margin():
+    from relbook.evidence import CLAIMS
+    rng = np.random.default_rng(0)
+    def rows(power, seeds):
+        return pd.DataFrame([dict(lam_c=c, seed=s, d=d, k=k, rate=0.1 * math.sqrt(k / d), err=(0.1 * math.sqrt(k / d)) ** power * math.exp(0.01 * rng.standard_normal()))
+                             for c in (0.5, 1.0) for s in range(seeds) for d in (50, 100, 200) for k in (1, 4)])
+    assert CLAIMS['robust-lasso-error-rate-c0.5'].evaluate(rows(1.0, 3)).comparison.verdict == 'supports the paper'
+    assert CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(1.6, 3)).comparison.verdict == 'contradicts the paper'
+    assert CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(1.0, 2)).comparison.verdict == 'insufficient data'

@@ -93,3 +93,54 @@ def test_trials_run_and_report():
         order_relation_trial('CoRelNet', 10_000, 0, 1)
     k = kernel_fit_trial('rbf', 4, 0, 256, 20, 5)
     assert 0 <= k['truncation_err'] <= 1 and 0 < k['sup_err'] < 10
+
+
+# --- the chapter's claims (relbook.evidence ledger) -------------------------------------------
+
+def _order_rows(accs: dict, n_train=(256, 512), seeds=range(3), best_epoch=50.0):
+    "Toy order_relation rows: accs[model] = per-seed test accuracies at the largest size (half of it at smaller ones)."
+    import pandas as pd
+    return pd.DataFrame([dict(model=m, n_train=n, seed=s, test_acc=a[s] if n == max(n_train) else a[s] / 2,
+                              best_epoch=best_epoch, epochs=100)
+                         for m, a in accs.items() for n in n_train for s in seeds])
+
+
+def test_chapter_claims_are_declared():
+    from relbook.evidence import CLAIMS
+    from relbook.relations import RELATIONS_CLAIMS   # importing the module declares them
+    ids = {c.id for c in CLAIMS.values() if c.chapter == '01_relations'}
+    assert ids == {c.id for c in RELATIONS_CLAIMS}
+    assert ids == {'mlp-inner-products-fit-rbf-kernel', 'mlp-inner-products-fit-polynomial-kernel',
+                   'asymmetric-relation-represents-order', 'asymmetric-relation-learns-order',
+                   'corelnet-cannot-learn-order', 'asymmetric-corelnet-learns-order'}
+
+
+def test_order_claims_judge_toy_rows():
+    from relbook.evidence import CLAIMS
+    from relbook.relations import ORDER_MAJORITY
+    assert math.isclose(ORDER_MAJORITY, 33 / 64)
+    rows = _order_rows({'relation (asym)': [0.93, 0.94, 0.95], 'relation (sym)': [0.46, 0.47, 0.48],
+                        'CoRelNet': [0.52, 0.51, 0.53], 'CoRelNet (asym)': [0.85, 0.88, 0.90]})
+    ev = CLAIMS['asymmetric-relation-learns-order'].evaluate(rows)
+    assert ev.comparison.verdict == 'supports the paper' and math.isclose(ev.comparison.effect, 0.47)
+    assert len(ev.rows) == 6 and set(ev.rows.n_train) == {512}              # read at the largest size only
+    unable = CLAIMS['corelnet-cannot-learn-order'].evaluate(rows).comparison  # within ±0.05 of 0.516
+    assert unable.verdict == 'supports the paper' and unable.direction == 0
+    learned = _order_rows({'CoRelNet': [0.75, 0.80, 0.78]})
+    assert CLAIMS['corelnet-cannot-learn-order'].evaluate(learned).comparison.verdict == 'contradicts the paper'
+    assert CLAIMS['asymmetric-corelnet-learns-order'].evaluate(rows).comparison.verdict == 'supports the paper'
+    # smoke runs lack asymmetric CoRelNet, and have one seed: no crash, no verdict
+    assert CLAIMS['asymmetric-corelnet-learns-order'].evaluate(learned).comparison is None
+    one = _order_rows({'relation (asym)': [0.9], 'relation (sym)': [0.5]}, seeds=range(1))
+    assert CLAIMS['asymmetric-relation-learns-order'].evaluate(one).comparison.verdict == 'insufficient data'
+
+
+def test_kernel_claims_compare_smallest_and_largest_width():
+    import pandas as pd
+    from relbook.evidence import CLAIMS
+    rows = pd.DataFrame([dict(kernel=k, width=w, seed=s, sup_err=(0.8 if w == 1 else 0.5 if w == 8 else 0.1) * (1 + 0.01 * s))
+                         for k in ('rbf', 'poly2') for w in (1, 8, 64) for s in range(3)])
+    ev = CLAIMS['mlp-inner-products-fit-rbf-kernel'].evaluate(rows)
+    assert ev.comparison.verdict == 'supports the paper' and math.isclose(ev.comparison.effect, 8.0)   # 0.8 / 0.1
+    assert set(ev.rows.width) == {1, 64}
+    assert CLAIMS['mlp-inner-products-fit-polynomial-kernel'].evaluate(rows[rows.kernel == 'rbf']).comparison is None

@@ -1,0 +1,54 @@
+"""CUDA paths of the harness: bf16 autocast keeps a small task's loss curve near fp32's, and no step waits for the GPU.
+
+Skipped without CUDA (CI has none); run them on a GPU machine: `pytest tests/test_cuda.py`.
+"""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+from relbook.harness import Classification, TrainConfig, fit
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA (run on a GPU machine)')
+
+
+def _data(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 16, generator=g)
+    return x, (x[:, :8].sum(-1) > x[:, 8:].sum(-1)).long()
+
+
+def _curve(precision, seed=0):
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 2))
+    res = fit(net, Classification(), _data(4096, 0), _data(1024, 1),
+              TrainConfig(lr=3e-3, batch_size=128, max_steps=400, eval_every=50, precision=precision),
+              device='cuda', progress=False, checkpoint=None)
+    return [h['val_loss'] for h in res.history], res.history[-1]['val_acc']
+
+
+def test_bf16_loss_curve_stays_near_fp32():
+    fp32, acc32 = _curve('fp32')
+    bf16, acc16 = _curve('auto')                         # 'auto' on CUDA: bf16 autocast + TF32
+    assert max(abs(a - b) for a, b in zip(fp32, bf16)) < 0.05, (fp32, bf16)
+    assert abs(acc32 - acc16) < 0.02, (acc32, acc16)
+
+
+def _sync_warnings(max_steps):
+    net = nn.Linear(16, 2)
+    torch.cuda.set_sync_debug_mode('warn')
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter('always')
+            fit(net, Classification(), _data(2048, 0), None, TrainConfig(batch_size=64, max_steps=max_steps, eval_every=max_steps),
+                device='cuda', progress=False, checkpoint=None)
+    finally:
+        torch.cuda.set_sync_debug_mode('default')
+    return sum('synchroniz' in str(x.message).lower() for x in w)
+
+
+def test_no_host_sync_per_step():
+    _sync_warnings(10)                                   # warm-up (lazy initialisation syncs once)
+    short, long = _sync_warnings(40), _sync_warnings(400)
+    assert long - short < 20, f"{long - short} more synchronisations for 360 more steps: the loop waits for the GPU every step"
