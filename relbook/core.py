@@ -155,9 +155,9 @@ def check_seed(value: Any, name: str = 'seed') -> int:
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     return int(value)
 
-def check_positive(value: Any, name: str, integer: bool = True) -> Any:
-    "Raise ValueError unless `value` is a positive int (or a positive finite number if not `integer`)."
+def check_positive(value: Any, name: str, integer: bool = True, finite: bool = False) -> Any:
+    "Raise ValueError unless `value` is a positive int (or a positive number if not `integer`; finite if `finite`)."
     ok = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
-    if isinstance(value, bool) or not ok or not value > 0 or not np.isfinite(value):   # NaN fails `> 0`
-        raise ValueError(f"{name} must be a positive {'int' if integer else 'number'}, got {value!r}")
+    if isinstance(value, bool) or not ok or not value > 0 or (finite and not np.isfinite(value)):   # NaN fails `> 0`
+        raise ValueError(f"{name} must be a positive {'int' if integer else 'finite number' if finite else 'number'}, got {value!r}")
     return value

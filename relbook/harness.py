@@ -185,12 +185,12 @@ class TrainConfig:
         check_choice(self.mode, 'mode', ('min', 'max'))
         check_choice(self.schedule, 'schedule', ('constant', 'cosine', 'linear'))
         check_choice(self.precision, 'precision', ('auto', 'fp32', 'bf16'))
-        check_positive(self.lr, 'lr', integer=False); check_positive(self.batch_size, 'batch_size')
+        check_positive(self.lr, 'lr', integer=False, finite=True); check_positive(self.batch_size, 'batch_size')
         check_positive(self.max_epochs, 'max_epochs')
         for k in ('max_steps', 'eval_every', 'patience'):
             if getattr(self, k) is not None: check_positive(getattr(self, k), k)
         check_positive(self.eval_batch_size, 'eval_batch_size')
-        if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False)   # a negative clip would train uphill
+        if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False, finite=True)   # a negative clip would train uphill
         if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
             raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")
 

@@ -122,10 +122,10 @@ def test_mismatched_shards_are_refused(tmp_path):
 
 # --- configurations that used to train silently wrong ---------------------------------------------------
 
-@pytest.mark.parametrize('kw, msg', [(dict(grad_clip=-1.0), 'grad_clip must be a positive number'),
-                                     (dict(grad_clip=float('nan')), 'grad_clip must be a positive number'),
+@pytest.mark.parametrize('kw, msg', [(dict(grad_clip=-1.0), 'grad_clip must be a positive finite number'),
+                                     (dict(grad_clip=float('inf')), 'grad_clip must be a positive finite number'),
                                      (dict(eval_batch_size=0), 'eval_batch_size must be a positive int'),
-                                     (dict(lr=float('nan')), 'lr must be a positive number'),
+                                     (dict(lr=float('nan')), 'lr must be a positive finite number'),
                                      (dict(checkpoint_secs=-1), 'checkpoint_secs must be')])
 def test_bad_train_config(kw, msg):
     with pytest.raises(ValueError, match=msg): TrainConfig(**kw)
