@@ -449,7 +449,9 @@ def build_claims() -> dict[str, str]:
         raise ValueError(f"{INDEX_PAGE} must hold the markers {_BEGIN!r} and {_END!r} where the scoreboard goes")
     head, rest = index.split(_BEGIN, 1); tail = rest.split(_END, 1)[1]
     index = head + _BEGIN + '\n' + render_scoreboard(frame) + '\n' + _END + tail
-    return {CLAIMS_PAGE: render_claims_page(frame) + '\n', CLAIMS_DATA: data, INDEX_PAGE: index}
+    from relbook.campaign import RUNBOOK_PAGE, render_runbook, runbook_frame     # the GPU runbook shares the check
+    return {CLAIMS_PAGE: render_claims_page(frame) + '\n', CLAIMS_DATA: data, INDEX_PAGE: index,
+            RUNBOOK_PAGE: render_runbook(runbook_frame())}
 
 def write_claims(check: bool = False) -> list[str]:
     "Write the generated files (or, with `check`, return the ones whose committed text differs)."

@@ -193,3 +193,17 @@ def test_campaign_with_two_workers_and_merge(tmp_path):
     finally:
         if env_old is None: os.environ.pop('RELBOOK_RESULTS', None)
         else: os.environ['RELBOOK_RESULTS'] = env_old
+
+
+def test_merge_restores_checkpoints_of_unfinished_trials(tmp_path):
+    "An archive from a campaign stopped mid-trial carries that trial's checkpoint; merge puts it where run_sweep resumes it."
+    import tarfile
+    from relbook.campaign import _add_bytes, merge
+    arc = tmp_path / 'a.tar.gz'
+    with tarfile.open(arc, 'w:gz') as tar:
+        _add_bytes(tar, 'manifest.json', json.dumps({'profile': 'quick'}).encode())
+        _add_bytes(tar, 'rows/x-quick.jsonl', (json.dumps({'params': {'seed': 0}, 'seed': 0, 'acc': 1.0}) + '\n').encode())
+        _add_bytes(tar, 'checkpoints/x-quick/0123456789abcdef.pt', b'ckpt')
+    r = merge(arc, tmp_path / 'home')
+    assert r['added'] == {'x-quick.jsonl': 1} and r['checkpoints'] == 1
+    assert (tmp_path / 'home' / 'checkpoints' / 'x-quick' / '0123456789abcdef.pt').read_bytes() == b'ckpt'
