@@ -4,7 +4,7 @@
 
 # %% ../nbs/97_campaign.ipynb #c002
 from __future__ import annotations
-import io, json, math, os, re, subprocess, sys, tarfile, time, warnings
+import importlib.util, io, json, math, os, re, subprocess, sys, tarfile, time, warnings
 import pandas as pd
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,6 +199,8 @@ def runbook_frame() -> pd.DataFrame:
     "Per experiment and profile: trials stored, trial-minutes measured (sum of wall times) and the devices they ran on."
     exps, out = load_all_experiments(), []
     for name in sorted(exps):
+        mod = exps[name].__module__
+        if name.startswith('_') or not mod.startswith('relbook.') or importlib.util.find_spec(mod) is None: continue   # the book's own only
         row = {'experiment': name, 'module': exps[name].__module__.replace('relbook.', '')}
         for p in ('quick', 'gpu', 'full'):
             rows = store_for(name, p).rows()
