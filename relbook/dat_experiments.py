@@ -16,7 +16,9 @@ from .harness import fit, TrainConfig, Classification, LanguageModeling, experim
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
 from .mathdata import VOCAB_SIZE, PAD
-from .mathbench import fit_math
+from .mathbench import fit_math, math_jobs
+from .mathdata import generate_many
+from .campaign import preparer
 from .datasets import (load_digits_images, load_cifar, image_splits, channel_stats, normalize, random_crop,
                               mixup_cutmix, lm_data)
 
@@ -136,6 +138,11 @@ def dat_math_experiment() -> pd.DataFrame:
     "Table 2: DAT vs Transformer encoder-decoders on the shared mathematics benchmark."
     p = dat_math_protocol()
     return run_sweep('dat_math', grid(model=p.models, module=p.modules, n_layers=p.layers, seed=list(range(p.seeds))), dat_math_trial)
+
+@preparer('dat_math')
+def _prepare_dat_math(profile: str, workers: int) -> None:
+    "Cache every generated set Table 2's trials ask for at `profile` (`relbook prepare dat_math`)."
+    generate_many(math_jobs(dat_math_protocol(profile)), workers)
 
 # %% ../nbs/14_dat_experiments.ipynb #c011
 @dataclass

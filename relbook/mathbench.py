@@ -15,13 +15,14 @@ from .core import by_profile, check_choice, check_positive, get_profile, results
 from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, store_for
 from .abstractor import math_models, make_seq2seq, count_params
 from .tpr import TPConfig, TPTransformer
-from .mathdata import math_data, PAD, BOS, EOS, VOCAB_SIZE, decode, generate_problems
+from .campaign import preparer
+from .mathdata import math_data, math_data_jobs, generate_many, PAD, BOS, EOS, VOCAB_SIZE, decode, generate_problems
 
 # %% auto #0
 __all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MATH_CONVERGENCE', 'MathProtocol', 'math_protocol', 'register_math_model',
            'math_model', 'curve_budget', 'model_vs', 'whole_answer_floor', 'fit_math', 'math_trial',
-           'math_benchmark_experiment', 'trained_math_model', 'fraction_roles', 'encoder_internals', 'cluster_evidence',
-           'value_probe']
+           'math_benchmark_experiment', 'math_jobs', 'trained_math_model', 'fraction_roles', 'encoder_internals',
+           'cluster_evidence', 'value_probe']
 
 # %% ../nbs/07_math_benchmark.ipynb #c005
 @dataclass
@@ -144,6 +145,14 @@ def math_benchmark_experiment() -> pd.DataFrame:
     proto = math_protocol()
     return run_sweep('math_benchmark', grid(model=list(MATH_MODELS), module=proto.modules, seed=list(range(proto.seeds))),
                      math_trial)
+
+def math_jobs(proto) -> list[tuple]:
+    "Every generated set (module, split, n, seed) the trials of a math protocol ask for: what `relbook prepare` caches."
+    return [j for m in proto.modules for s in range(proto.seeds) for j in math_data_jobs(m, proto.n_train, proto.n_val, proto.n_test, seed=s)]
+
+@preparer('math_benchmark')
+def _prepare_math_benchmark(profile: str, workers: int) -> None:
+    generate_many(math_jobs(math_protocol(profile)), workers)
 
 def trained_math_model(model: str, module: str = 'arithmetic__mixed', seed: int = 0) -> nn.Module:
     "The model the sweep trained, from its (git-ignored) checkpoint; if that is gone, the trial again, seeded as the sweep seeds it, and said so."

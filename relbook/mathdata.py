@@ -8,7 +8,8 @@ import re, sys, importlib, importlib.util
 
 # %% auto #0
 __all__ = ['PAD', 'BOS', 'EOS', 'CHARS', 'VOCAB_SIZE', 'MAX_Q', 'MAX_A', 'SPLITS', 'MATH_MODULES', 'SKIPPED', 'load_generator',
-           'encode', 'decode', 'data_dir', 'generate_problems', 'math_tensors', 'math_data']
+           'encode', 'decode', 'data_dir', 'generate_problems', 'math_tensors', 'math_data', 'math_data_jobs',
+           'generate_many']
 
 # %% ../nbs/93_math_data.ipynb #c004
 _POLY = 'mathematics_dataset.sample.polynomials'
@@ -61,8 +62,9 @@ def decode(ids) -> str:
     return ''.join(out)
 
 # %% ../nbs/93_math_data.ipynb #c011
-import json, os, random, zlib, importlib.metadata
+import concurrent.futures, json, multiprocessing, os, random, zlib, importlib.metadata
 from pathlib import Path
+from typing import Sequence
 import numpy as np
 import torch
 from .core import by_profile, check_choice, check_positive, repo_root, atomic_write
@@ -106,6 +108,29 @@ def _generate(module: str, split: str, n: int, seed: int) -> list[tuple[str, str
         return out
     finally: random.setstate(state_py); np.random.set_state(state_np)
 
+def _cache_path(module: str, split: str, n: int, seed: int) -> Path:
+    # '.h0': generated with string hashing fixed (PYTHONHASHSEED=0); older files named variables by the hash order
+    return data_dir() / f"{module}.{split}.n{n}.s{seed}.v{importlib.metadata.version('mathematics-dataset')}.h0.json"
+
+def _hashing_fixed() -> bool:
+    "Whether this interpreter hashes strings deterministically (PYTHONHASHSEED=0 at start-up)."
+    return sys.flags.hash_randomization == 0
+
+def _fixed_hash_pool(workers: int):
+    "Worker processes started with PYTHONHASHSEED=0 (spawned: a fresh interpreter each, no fork after torch's threads)."
+    old = os.environ.get('PYTHONHASHSEED'); os.environ['PYTHONHASHSEED'] = '0'
+    try:
+        ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context('spawn'))
+        for f in [ex.submit(int, 0) for _ in range(workers)]: f.result()   # start them now, while the variable is set
+    finally:
+        if old is None: os.environ.pop('PYTHONHASHSEED')
+        else: os.environ['PYTHONHASHSEED'] = old
+    return ex
+
+def _in_fixed_hash_process(fn, args: tuple):
+    from relbook import mathdata                           # by its module path: the worker imports it
+    with _fixed_hash_pool(1) as ex: return ex.submit(getattr(mathdata, fn.__name__), *args).result()
+
 def generate_problems(module: str, split: str, n: int, seed: int, cache: bool = True) -> list[tuple[str, str]]:
     "`n` (question, answer) pairs of `module` in `split`, the same for the same seed; cached on disk."
     check_choice(split, 'split', SPLITS); check_positive(n, 'n')
@@ -115,10 +140,11 @@ def generate_problems(module: str, split: str, n: int, seed: int, cache: bool = 
         where = [sp for sp in SPLITS if module in _modules(sp)]
         raise ValueError(f"module {module!r} is not in split {split!r}" + (f" (it is in {where})" if where else
                          f"; valid modules: {sorted(_modules('train-easy'))}"))
-    ver = importlib.metadata.version('mathematics-dataset')
-    path = data_dir() / f"{module}.{split}.n{n}.s{seed}.v{ver}.json"
+    path = _cache_path(module, split, n, seed)
     if cache and path.exists(): return [tuple(x) for x in json.loads(path.read_text())]
-    out = _generate(module, split, n, seed)
+    # the generator picks variable letters from a Python set, so its output depends on the string-hash seed:
+    # generate in an interpreter started with PYTHONHASHSEED=0 unless this one is
+    out = _generate(module, split, n, seed) if _hashing_fixed() else _in_fixed_hash_process(_generate, (module, split, n, seed))
     if cache:
         atomic_write(path, lambda tmp: tmp.write_text(json.dumps(out)))
     return out
@@ -135,9 +161,26 @@ def math_tensors(problems: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.T
 def math_data(module: str, n_train: int, n_val: int, n_test: int, seed: int = 0,
               train_split: str = 'train-easy', test_split: str = 'interpolate') -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     "Train / val (training distribution) and test (`test_split`) tensors of one module, test questions unseen in training."
-    check_choice(train_split, 'train_split', SPLITS[:3]); check_choice(test_split, 'test_split', SPLITS)
-    train = generate_problems(module, train_split, n_train, seed)
-    val = generate_problems(module, train_split, n_val, seed + 1_000_003)
+    train, val, test = (generate_problems(*job) for job in math_data_jobs(module, n_train, n_val, n_test, seed, train_split, test_split))
     seen = {q for q, _ in train}
-    test = [p for p in generate_problems(module, test_split, n_test, seed) if p[0] not in seen]
+    test = [p for p in test if p[0] not in seen]
     return {'train': math_tensors(train), 'val': math_tensors(val), 'test': math_tensors(test)}
+
+def math_data_jobs(module: str, n_train: int, n_val: int, n_test: int, seed: int = 0,
+                   train_split: str = 'train-easy', test_split: str = 'interpolate') -> list[tuple]:
+    "The `generate_problems` calls (module, split, n, seed) behind `math_data`: train, validation, test."
+    check_choice(train_split, 'train_split', SPLITS[:3]); check_choice(test_split, 'test_split', SPLITS)
+    return [(module, train_split, n_train, seed), (module, train_split, n_val, seed + 1_000_003), (module, test_split, n_test, seed)]
+
+def _generate_job(job: tuple) -> tuple:
+    generate_problems(*job); return job
+
+def generate_many(jobs: Sequence[tuple], workers: int | None = None) -> list[tuple]:
+    "Generate and cache many (module, split, n, seed) sets with `workers` processes; the same sets as one at a time."
+    jobs = list(dict.fromkeys(tuple(j) for j in jobs))
+    todo = [j for j in jobs if not _cache_path(*j).exists()]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    if not todo: return todo
+    from relbook.mathdata import _generate_job as work     # by its module path: a spawned worker must be able to import it
+    with _fixed_hash_pool(workers) as ex: list(ex.map(work, todo))   # a failed worker raises here
+    return todo
