@@ -62,7 +62,7 @@ def decode(ids) -> str:
     return ''.join(out)
 
 # %% ../nbs/93_math_data.ipynb #c011
-import concurrent.futures, json, multiprocessing, os, random, zlib, importlib.metadata
+import json, os, random, subprocess, zlib, importlib.metadata
 from pathlib import Path
 from typing import Sequence
 import numpy as np
@@ -116,20 +116,22 @@ def _hashing_fixed() -> bool:
     "Whether this interpreter hashes strings deterministically (PYTHONHASHSEED=0 at start-up)."
     return sys.flags.hash_randomization == 0
 
-def _fixed_hash_pool(workers: int):
-    "Worker processes started with PYTHONHASHSEED=0 (spawned: a fresh interpreter each, no fork after torch's threads)."
-    old = os.environ.get('PYTHONHASHSEED'); os.environ['PYTHONHASHSEED'] = '0'
-    try:
-        ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context('spawn'))
-        for f in [ex.submit(int, 0) for _ in range(workers)]: f.result()   # start them now, while the variable is set
-    finally:
-        if old is None: os.environ.pop('PYTHONHASHSEED')
-        else: os.environ['PYTHONHASHSEED'] = old
-    return ex
+_WORKER = ('import json, sys; from relbook.mathdata import _generate, generate_problems; m, sp, n, s, out = json.loads(sys.argv[1]); '
+           'print(json.dumps(_generate(m, sp, n, s))) if out else generate_problems(m, sp, n, s)')
 
-def _in_fixed_hash_process(fn, args: tuple):
-    from relbook import mathdata                           # by its module path: the worker imports it
-    with _fixed_hash_pool(1) as ex: return ex.submit(getattr(mathdata, fn.__name__), *args).result()
+def _fixed_hash_run(jobs: Sequence[tuple], workers: int = 1, output: bool = False) -> list:
+    "Run `generate_problems` jobs, `workers` at a time, each in a fresh interpreter started with PYTHONHASHSEED=0."
+    env, pending, running, outs = {**os.environ, 'PYTHONHASHSEED': '0'}, list(jobs), [], {}
+    while pending or running:
+        while pending and len(running) < workers:
+            j = pending.pop(0)
+            running.append((j, subprocess.Popen([sys.executable, '-c', _WORKER, json.dumps([*j, output])], env=env,
+                                                stdout=subprocess.PIPE if output else subprocess.DEVNULL)))
+        j, p = running.pop(0)
+        out, _ = p.communicate()
+        if p.returncode: raise RuntimeError(f"generating {j} failed in its worker (exit code {p.returncode})")
+        if output: outs[j] = [tuple(x) for x in json.loads(out)]
+    return [outs[tuple(j)] for j in jobs] if output else []
 
 def generate_problems(module: str, split: str, n: int, seed: int, cache: bool = True) -> list[tuple[str, str]]:
     "`n` (question, answer) pairs of `module` in `split`, the same for the same seed; cached on disk."
@@ -144,7 +146,7 @@ def generate_problems(module: str, split: str, n: int, seed: int, cache: bool = 
     if cache and path.exists(): return [tuple(x) for x in json.loads(path.read_text())]
     # the generator picks variable letters from a Python set, so its output depends on the string-hash seed:
     # generate in an interpreter started with PYTHONHASHSEED=0 unless this one is
-    out = _generate(module, split, n, seed) if _hashing_fixed() else _in_fixed_hash_process(_generate, (module, split, n, seed))
+    out = _generate(module, split, n, seed) if _hashing_fixed() else _fixed_hash_run([(module, split, n, seed)], output=True)[0]
     if cache:
         atomic_write(path, lambda tmp: tmp.write_text(json.dumps(out)))
     return out
@@ -172,15 +174,9 @@ def math_data_jobs(module: str, n_train: int, n_val: int, n_test: int, seed: int
     check_choice(train_split, 'train_split', SPLITS[:3]); check_choice(test_split, 'test_split', SPLITS)
     return [(module, train_split, n_train, seed), (module, train_split, n_val, seed + 1_000_003), (module, test_split, n_test, seed)]
 
-def _generate_job(job: tuple) -> tuple:
-    generate_problems(*job); return job
-
 def generate_many(jobs: Sequence[tuple], workers: int | None = None) -> list[tuple]:
     "Generate and cache many (module, split, n, seed) sets with `workers` processes; the same sets as one at a time."
     jobs = list(dict.fromkeys(tuple(j) for j in jobs))
     todo = [j for j in jobs if not _cache_path(*j).exists()]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
-    if not todo: return todo
-    from relbook.mathdata import _generate_job as work     # by its module path: a spawned worker must be able to import it
-    with _fixed_hash_pool(workers) as ex: list(ex.map(work, todo))   # a failed worker raises here
+    _fixed_hash_run(todo, max(1, min(workers or os.cpu_count() or 1, len(todo))))   # each caches its set
     return todo
