@@ -9,7 +9,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import check_shape, check_choice, check_positive
+from .core import check_shape, check_choice, check_positive, check_floating, check_ids
 
 # %% auto #0
 __all__ = ['SIGMA_REL', 'SYMBOLS', 'ARCHITECTURES', 'WIRING', 'ABSTRACTOR_CLAIMS', 'ORDER_ABSTRACTOR', 'ABSTRACTOR_ORDER_MODELS',
@@ -47,8 +47,9 @@ def allowed_pairs(n_q: int, n_k: int, *, causal: bool = False, diag_mask: bool =
 def _activate(logits: torch.Tensor, sigma_rel: str, allow: torch.Tensor | None) -> torch.Tensor:
     "σ_rel(logits) with disallowed pairs removed: excluded from softmax, zeroed otherwise."
     if sigma_rel == 'softmax':
-        if allow is not None: logits = logits.masked_fill(~allow, float('-inf'))
-        return torch.softmax(logits, -1).nan_to_num(0.0)            # a query with no key gets zeros
+        if allow is None: return torch.softmax(logits, -1)
+        R = torch.softmax(logits.masked_fill(~allow, float('-inf')), -1)
+        return R.masked_fill(~allow.any(-1, keepdim=True), 0.0)     # a query with no key gets zeros; a NaN input stays NaN
     R = {'sigmoid': torch.sigmoid, 'tanh': torch.tanh, 'identity': lambda t: t}[sigma_rel](logits)
     return R if allow is None else R.masked_fill(~allow, 0.0)
 
@@ -68,6 +69,7 @@ def rca_kernel(q: torch.Tensor,                  # (b, h, n, k) queries  W₁x_i
                scale: float | None = None,
                return_relations: bool = False):
     "Messages Σ_j σ_rel(R)_ij v_j (or v_{j-i}): (b, h, n, v); with the relations (b, h, n, n) on request."
+    sigma_rel = check_sigma_rel(sigma_rel)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     if sigma_rel == 'softmax' and not relative and not return_relations:
         out = F.scaled_dot_product_attention(q, k, v.expand(q.shape[0], *v.shape[1:]), attn_mask=allow, scale=scale)
@@ -91,8 +93,9 @@ class RelationalCrossAttention(nn.Module):
                  scale: float | None = None):       # logit scale (default 1/√d_k)
         super().__init__()
         for name, val in dict(d_in=d_in, d_model=d_model, n_heads=n_heads).items(): check_positive(val, name)
-        d_k = d_k or max(d_model // n_heads, 1); d_v = d_v or d_k
+        d_k = max(d_model // n_heads, 1) if d_k is None else d_k; d_v = d_k if d_v is None else d_v   # 0 is refused, not a default
         check_positive(d_k, 'd_k'); check_positive(d_v, 'd_v')
+        if scale is not None: check_positive(scale, 'scale', integer=False, finite=True)
         self.d_in, self.d_model, self.h, self.d_k, self.d_v = d_in, d_model, n_heads, d_k, d_v
         self.sigma_rel, self.symmetric, self.diag_mask, self.scale = check_sigma_rel(sigma_rel), symmetric, diag_mask, scale
         self.w_q = nn.Linear(d_in, n_heads * d_k, bias=False)                       # W₁ (all heads)
@@ -135,6 +138,7 @@ class RelationalCrossAttention(nn.Module):
             check_shape(sym, 'symbols', (None, 'n', self.d_model), s)
             if sym.shape[0] not in (1, s['b']): raise ValueError(f"symbols must have batch size 1 or {s['b']}, got {sym.shape[0]}")
         if key_padding_mask is not None: check_shape(key_padding_mask, 'key_padding_mask', ('b', 'n'), s)
+        check_floating(x, 'x', self.w_q.weight); check_floating(symbols, 'symbols', self.w_v.weight)   # shapes first, then dtypes
         return s
 
 # %% ../nbs/03_abstractor.ipynb #c011
@@ -215,14 +219,19 @@ class MultiHeadAttention(nn.Module):
                  d_context: int | None = None):          # context dimension (default d_model)
         super().__init__()
         check_positive(d_model, 'd_model'); check_positive(n_heads, 'n_heads')
-        self.h, self.d_k = n_heads, d_k or max(d_model // n_heads, 1); self.d_v = d_v or self.d_k
-        d_c = d_context or d_model
+        self.h, self.d_k = n_heads, max(d_model // n_heads, 1) if d_k is None else check_positive(d_k, 'd_k')
+        self.d_v = self.d_k if d_v is None else check_positive(d_v, 'd_v')
+        self.d_model, d_c = d_model, d_context or d_model
+        self.d_context = d_c
         self.w_q, self.w_k = nn.Linear(d_model, self.h * self.d_k), nn.Linear(d_c, self.h * self.d_k)
         self.w_v, self.w_o = nn.Linear(d_c, self.h * self.d_v), nn.Linear(self.h * self.d_v, d_model)
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,      # (b, t, d), (b, n, d_c)
                 key_padding_mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         c = x if context is None else context
+        s = check_shape(x, 'x', ('b', 't', self.d_model)); check_floating(x, 'x', self.w_q.weight)
+        if context is not None: check_shape(c, 'context', ('b', 'n', self.d_context), s); check_floating(c, 'context', self.w_k.weight)
+        if key_padding_mask is not None: check_shape(key_padding_mask, 'key_padding_mask', (s['b'], c.shape[1]))
         q = self.w_q(x).unflatten(-1, (self.h, self.d_k)).transpose(1, 2)        # (b, h, t, k)
         k = self.w_k(c).unflatten(-1, (self.h, self.d_k)).transpose(1, 2)        # (b, h, n, k)
         v = self.w_v(c).unflatten(-1, (self.h, self.d_v)).transpose(1, 2)        # (b, h, n, v)
@@ -443,6 +452,8 @@ class EncoderDecoder(nn.Module):
 
     def contexts(self, src: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         "Run the stages once: [(states, key padding mask)] for the decoder."
+        if isinstance(self.src_embed, TokenEmbedding): check_ids(src, 'src', self.src_embed.emb.num_embeddings)
+        else: check_shape(src, 'src', (None, None, self.src_embed.in_features)); check_floating(src, 'src', self.src_embed.weight)
         kpm = None if self.src_pad_id is None else src != self.src_pad_id
         states = {'X': self.src_embed(src)}
         for k, m in self.stages.items(): states[k] = m(states[self.inputs[k]], key_padding_mask=kpm)
@@ -450,11 +461,13 @@ class EncoderDecoder(nn.Module):
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         "Teacher forcing: logits (b, t, V) for the next token at every target position."
+        check_ids(tgt_in, 'tgt_in', self.tgt_embed.emb.num_embeddings)
         return self.head(self.decoder(self.tgt_embed(tgt_in), self.contexts(src)))
 
     @torch.no_grad()
     def generate(self, src: torch.Tensor, n_steps: int, start: torch.Tensor) -> torch.Tensor:
         "Greedy decoding from `start` (b, 1): the next `n_steps` tokens (b, n_steps)."
+        check_positive(n_steps, 'n_steps'); check_ids(start, 'start', self.tgt_embed.emb.num_embeddings)
         ctx, ys = self.contexts(src), start
         for _ in range(n_steps):
             nxt = self.head(self.decoder(self.tgt_embed(ys), ctx))[:, -1].argmax(-1, keepdim=True)

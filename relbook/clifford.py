@@ -13,28 +13,29 @@ from functools import lru_cache, reduce
 from itertools import permutations
 import numpy as np
 import torch
-from .core import check_positive
+from .core import check_positive, check_floating
 
 # %% ../nbs/08_clifford.ipynb #b5c5ce4e
 class _SafeSqrt(torch.autograd.Function):
-    "sqrt(max(x, 0)) whose gradient is capped at 1/(2√eps) and is 0 for x ≤ 0."
+    "sqrt(max(x, 0)) whose gradient is capped at 1/(2√eps) and is 0 for x ≤ 0; NaN stays NaN (value and gradient)."
     @staticmethod
     def forward(ctx, x, eps):
         ctx.save_for_backward(x); ctx.eps = eps
-        return torch.sqrt(torch.where(x > 0, x, torch.zeros_like(x)))   # exact 0 (not -0, not NaN) for x ≤ 0
+        keep = (x > 0) | x.isnan()                                      # NaN must reach the loss, not become 0
+        return torch.sqrt(torch.where(keep, x, torch.zeros_like(x)))   # exact 0 (not -0) for x ≤ 0
 
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        d = 0.5 / torch.sqrt(torch.clamp(x, min=ctx.eps))   # 1/(2√x), capped at 1/(2√eps)
-        return torch.where(x > 0, g * d, torch.zeros_like(g)), None
+        d = 0.5 / torch.sqrt(torch.clamp(x, min=ctx.eps))   # 1/(2√x), capped at 1/(2√eps); NaN for NaN
+        return torch.where((x > 0) | x.isnan(), g * d, torch.zeros_like(g)), None
 
 def safe_sqrt(x: torch.Tensor,   # (...) any shape; tiny negatives from rounding allowed
               eps: float = 1e-6, # below eps the gradient is frozen at 1/(2√eps)
               ) -> torch.Tensor: # (...) sqrt(max(x, 0))
     "Square root with a finite gradient everywhere (value exactly sqrt(max(x, 0)))."
     if not isinstance(x, torch.Tensor): raise ValueError(f"x must be a tensor, got {type(x).__name__}")
-    if not (isinstance(eps, (int, float)) and eps > 0): raise ValueError(f"eps must be a positive number, got {eps!r}")
+    check_floating(x, 'x'); check_positive(eps, 'eps', integer=False, finite=True)
     return _SafeSqrt.apply(x, float(eps))
 
 # %% ../nbs/08_clifford.ipynb #d030ae61
@@ -56,6 +57,7 @@ def _check_vectors(vectors, name='vectors'):
     for i, v in enumerate(vectors):
         if not isinstance(v, torch.Tensor) or v.dim() < 1:
             raise ValueError(f"{name}[{i}] must be a tensor of shape (..., d), got {getattr(v, 'shape', type(v).__name__)}")
+        check_floating(v, f"{name}[{i}]")
         if v.shape[-1] != vectors[0].shape[-1]:
             raise ValueError(f"{name}[{i}] must have last dimension d={vectors[0].shape[-1]}, got shape {tuple(v.shape)}")
     dtype = reduce(torch.promote_types, [v.dtype for v in vectors])

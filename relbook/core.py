@@ -13,7 +13,7 @@ import torch
 # %% auto #0
 __all__ = ['PROFILES', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device', 'repo_root',
            'git_sha', 'results_dir', 'atomic_write', 'source_hash', 'provenance', 'check_shape', 'check_choice',
-           'check_seed', 'check_positive']
+           'check_seed', 'check_positive', 'check_dtype', 'check_floating', 'check_finite', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -53,7 +53,7 @@ def by_profile(smoke: Any, quick: Any, full: Any, profile: str | None = None, *,
 # %% ../nbs/90_core.ipynb #c008
 def seed_everything(seed: int) -> torch.Generator:
     "Seed `random`, NumPy and PyTorch (CPU and CUDA); return a fresh generator seeded alike."
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:   # True is not a seed
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     seed = int(seed)
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
@@ -161,3 +161,48 @@ def check_positive(value: Any, name: str, integer: bool = True, finite: bool = F
     if isinstance(value, bool) or not ok or not value > 0 or (finite and not np.isfinite(value)):   # NaN fails `> 0`
         raise ValueError(f"{name} must be a positive {'int' if integer else 'finite number' if finite else 'number'}, got {value!r}")
     return value
+
+# %% ../nbs/90_core.ipynb #c015b
+def _dtype_name(d) -> str: return str(d).replace('torch.', '')
+
+def _what(x) -> str:
+    "How an argument that came is described in an error: a tensor's dtype and shape, else its type."
+    return f"{_dtype_name(x.dtype)} {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+
+def _autocast_on(device_type: str) -> bool:
+    try: return torch.is_autocast_enabled(device_type)
+    except TypeError: return torch.is_autocast_enabled() if device_type == 'cuda' else torch.is_autocast_cpu_enabled()   # torch < 2.4
+
+def check_dtype(x: torch.Tensor, name: str, allowed: torch.dtype | Sequence[torch.dtype]) -> torch.Tensor:
+    "Raise ValueError unless `x` is a tensor whose dtype is one of `allowed`."
+    allowed = (allowed,) if isinstance(allowed, torch.dtype) else tuple(allowed)
+    if not isinstance(x, torch.Tensor) or x.dtype not in allowed:
+        raise ValueError(f"{name} must be a tensor of dtype {' or '.join(map(_dtype_name, allowed))}, got {_what(x)}")
+    return x
+
+def check_floating(x: torch.Tensor, name: str, like: torch.Tensor | torch.dtype | None = None) -> torch.Tensor:
+    "Raise ValueError unless `x` is a floating-point tensor, of `like`'s dtype (a module's weight) outside autocast."
+    want = like.dtype if isinstance(like, torch.Tensor) else like
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor{f' of dtype {_dtype_name(want)}' if want else ''}, got {_what(x)}")
+    if want is not None and x.dtype != want and not _autocast_on(x.device.type):
+        raise ValueError(f"{name} must have the dtype of the module's parameters, {_dtype_name(want)}, got {_dtype_name(x.dtype)} "
+                         f"(convert the input or the module with .to(dtype))")
+    return x
+
+def check_finite(value: Any, name: str, lo: float | None = None) -> float:
+    "Raise ValueError unless `value` is a finite real number (>= `lo` if given; bools and NaN refused)."
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not ok or not np.isfinite(value) or (lo is not None and not value >= lo):
+        raise ValueError(f"{name} must be a finite number{f' >= {lo}' if lo is not None else ''}, got {value!r}")
+    return value
+
+def check_ids(ids: torch.Tensor, name: str, vocab: int, dim: int = 2) -> torch.Tensor:
+    "Raise ValueError unless `ids` is an integer tensor of `dim` dimensions with every id in [0, vocab)."
+    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"{name} must be a tensor of integer token ids, got {_what(ids)}")
+    if ids.dim() != dim:
+        raise ValueError(f"{name} must have {dim} dimensions {'(batch, n)' if dim == 2 else ''}, got shape {tuple(ids.shape)}")
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab):
+        raise ValueError(f"{name} must hold token ids in [0, {vocab}), got ids in [{int(ids.min())}, {int(ids.max())}]")
+    return ids

@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import check_choice, check_positive, check_shape, by_profile, get_profile
+from .core import (check_choice, check_positive, check_shape, check_dtype, check_floating, check_finite, check_ids,
+                          by_profile, get_profile)
 from .abstractor import sinusoidal, count_params
 from .harness import experiment, grid, run_sweep
 
@@ -24,6 +25,7 @@ __all__ = ['SYMBOL_TYPES', 'BLOCK_PAIRS', 'BENCH_NS', 'rope_angles', 'apply_rope
 def rope_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     "cos, sin of the rotary angles p·θ_k, θ_k = base^(-2k/dim): each (n, dim/2)."
     if dim % 2: raise ValueError(f"RoPE needs an even head dimension, got {dim}")
+    check_positive(base, 'base', integer=False, finite=True)             # base ≤ 0 gives NaN angles
     inv = base ** (-torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) / dim)
     ang = positions.float()[:, None] * inv[None]
     return ang.cos(), ang.sin()
@@ -104,10 +106,10 @@ def _expand_kv(t: torch.Tensor, h: int) -> torch.Tensor:
     return t if t.shape[1] == h else t.repeat_interleave(h // t.shape[1], dim=1)
 
 def _softmax(scores: torch.Tensor, allow: torch.Tensor | None) -> torch.Tensor:
-    "Row softmax; masked entries get 0 and fully masked rows are all 0 (not NaN)."
-    if allow is not None: scores = scores.masked_fill(~allow, float('-inf'))
-    p = scores.softmax(-1)
-    return p if allow is None else torch.nan_to_num(p, nan=0.0)
+    "Row softmax; masked entries get 0 and fully masked rows are all 0 (from the mask: a NaN score stays NaN)."
+    if allow is None: return scores.softmax(-1)
+    p = scores.masked_fill(~allow, float('-inf')).softmax(-1)
+    return p.masked_fill(~allow.any(-1, keepdim=True), 0.0)
 
 def _sdpa(q, k, v, allow, causal_only: bool):
     "scaled_dot_product_attention with our boolean mask; rows with no allowed key give 0 (SDPA would give NaN)."
@@ -158,6 +160,7 @@ class DualAttention(nn.Module):
             for k, v in dict(n_heads_sa=n_heads_sa, n_heads_ra=n_heads_ra).items():
                 if v and v % n_kv_heads: raise ValueError(f"{k}={v} must be divisible by n_kv_heads={n_kv_heads}")
         if rope and self.head_dim % 2: raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
+        check_positive(rope_base, 'rope_base', integer=False, finite=True)
         self.rope, self.rope_base, self.head_type = rope, rope_base, head_type
         hd = self.head_dim
         kv = lambda h: (n_kv_heads or h) * hd
@@ -167,9 +170,8 @@ class DualAttention(nn.Module):
         if n_heads_ra:
             self.ra_q, self.ra_k = nn.Linear(d_model, n_heads_ra * hd, bias=bias), nn.Linear(d_model, kv(n_heads_ra), bias=bias)
             self.ra_s, self.ra_o = nn.Linear(d_model, n_heads_ra * hd, bias=bias), nn.Linear(n_heads_ra * hd, n_heads_ra * hd, bias=bias)
-            self.n_rel = n_relations or n_heads_ra
-            self.rel_dim = rel_proj_dim or (hd * n_heads_ra) // self.n_rel
-            check_positive(self.n_rel, 'n_relations'); check_positive(self.rel_dim, 'rel_proj_dim')
+            self.n_rel = check_positive(n_heads_ra if n_relations is None else n_relations, 'n_relations')   # 0 is refused, not a default
+            self.rel_dim = check_positive((hd * n_heads_ra) // self.n_rel if rel_proj_dim is None else rel_proj_dim, 'rel_proj_dim')
             if head_type == 'ra':
                 self.rel_q = nn.Linear(d_model, self.n_rel * self.rel_dim, bias=bias)
                 self.rel_k = None if symmetric_rels else nn.Linear(d_model, self.n_rel * self.rel_dim, bias=bias)
@@ -184,10 +186,15 @@ class DualAttention(nn.Module):
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         return q, k
 
-    def _check(self, x, symbols):
+    def _check(self, x, symbols, key_padding_mask, n_k):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be (batch, n, {self.d_model}), got {tuple(x.shape)}")
+        w = (self.sa_q if self.n_sa else self.ra_q).weight
+        check_floating(x, 'x', w)
+        if key_padding_mask is not None:
+            check_shape(key_padding_mask, 'key_padding_mask', (x.shape[0], n_k)); check_dtype(key_padding_mask, 'key_padding_mask', torch.bool)
         if not self.n_ra: return
+        if symbols is not None: check_floating(symbols, 'symbols', w)
         if symbols is None: raise ValueError("relational heads need symbols: (batch, n, d_model), or the (2Δ+1, d_model) relative library")
         if symbols.dim() == 3:
             if symbols.shape != x.shape: raise ValueError(f"symbols must match x's shape {tuple(x.shape)}, got {tuple(symbols.shape)}")
@@ -199,9 +206,9 @@ class DualAttention(nn.Module):
                 causal: bool = False, cache: dict | None = None, impl: str = 'fast') -> torch.Tensor:
         "x (b, n, d); symbols (b, n, d), or the relative library (2Δ+1, d) -> (b, n, d). `cache` (a dict) enables incremental decoding."
         check_choice(impl, 'impl', ('fast', 'factorised', 'reference'))
-        self._check(x, symbols)
-        b, n, _ = x.shape
         offset = 0 if cache is None else cache.get('len', 0)
+        self._check(x, symbols, key_padding_mask, offset + (x.shape[1] if x.dim() > 1 else 0))
+        b, n, _ = x.shape
         n_k = offset + n
         allow = attention_mask(n, n_k, key_padding_mask=key_padding_mask, causal=causal, offset=offset, device=x.device)
         causal_only = causal and key_padding_mask is None and offset == 0
@@ -214,7 +221,7 @@ class DualAttention(nn.Module):
             if impl != 'reference': o = _sdpa(q, k, v, allow, causal_only)
             else:
                 o = _softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), allow) @ v
-            outs.append(self.sa_o(o.transpose(1, 2).reshape(b, n, -1)))
+            outs.append(self.sa_o(o.transpose(1, 2).reshape(b, n, self.n_sa * self.head_dim)))   # explicit width: n = 0 works
         if self.n_ra:
             outs.append(self.ra_o(self._relational(x, symbols, allow, causal_only, cache, offset, impl)))
         return torch.cat(outs, -1)
@@ -283,7 +290,7 @@ class DualAttention(nn.Module):
                 rel = torch.einsum('bhij,brij->bhir', a, r)                              # Σ_j α_ij r_ij
                 o = o + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
             outs.append(o)
-        return torch.cat(outs, 2)
+        return torch.cat(outs, 2) if outs else q.new_zeros(b, h, 0, hd)                   # n = 0: no block
 
     def _relational_reference(self, q, k, qr, kr, sv, allow, relative, offset):
         "The paper's App. B.1 einsums: materialises α (b,h,n,n), the relation tensor (b,n,n,d_r) and, for relative symbols, s_{j-i}W_s (n,n,h,d_h)."
@@ -407,7 +414,9 @@ class DATConfig:
     n_heads_cross: int | None = None      # decoder cross-attention heads (default n_heads_sa + n_heads_ra)
 
     def __post_init__(self):
-        for k in ('d_model', 'n_layers', 'max_len'): check_positive(getattr(self, k), k)
+        for k in ('d_model', 'n_layers', 'max_len', 'max_rel_pos', 'n_symbols', 'sym_heads'): check_positive(getattr(self, k), k)
+        for k in ('d_ff', 'n_relations', 'rel_proj_dim', 'n_kv_heads', 'n_heads_cross'):   # None: the default; 0 is refused
+            if getattr(self, k) is not None: check_positive(getattr(self, k), k)
         check_choice(self.symbol_type, 'symbol_type', SYMBOL_TYPES); check_choice(self.head_type, 'head_type', ('ra', 'rca'))
         check_choice(self.pos_enc, 'pos_enc', ('learned', 'sinusoidal', 'rope', 'none'))
         check_choice(self.norm_type, 'norm_type', ('layernorm', 'rmsnorm')); check_choice(self.activation, 'activation', ('relu', 'gelu', 'swiglu'))
@@ -418,7 +427,7 @@ class DATConfig:
         if self.d_model % n_h: raise ValueError(f"d_model={self.d_model} must be divisible by n_heads_sa + n_heads_ra = {n_h}")
 
     @property
-    def ff(self) -> int: return self.d_ff or 4 * self.d_model
+    def ff(self) -> int: return 4 * self.d_model if self.d_ff is None else self.d_ff
     def attention(self) -> DualAttention:
         return DualAttention(self.d_model, self.n_heads_sa, self.n_heads_ra, n_relations=self.n_relations,
                              rel_proj_dim=self.rel_proj_dim, symmetric_rels=self.symmetric_rels, n_kv_heads=self.n_kv_heads,
@@ -482,6 +491,7 @@ class DATStack(nn.Module):
     def forward(self, x, *, key_padding_mask=None, causal=False, memory=None, memory_mask=None, caches=None,
                 impl='fast', return_inputs=False):
         "x (b, n, d) embeddings -> (b, n, d); `caches` is a list (one dict per layer) for incremental decoding."
+        check_shape(x, 'x', (None, None, self.cfg.d_model)); check_floating(x, 'x', self.blocks[0].mlp.w1.weight)
         b, n, _ = x.shape
         offset = 0 if not caches else caches[0].get('len', 0)
         if offset + n > self.cfg.max_len and self.cfg.pos_enc in ('learned', 'sinusoidal'):
@@ -514,10 +524,11 @@ class DATSeq2Seq(nn.Module):
         self.head = nn.Linear(dec.d_model, tgt_vocab)
 
     def encode(self, src):
-        mask = src != self.pad_id
+        mask = check_ids(src, 'src', self.src_emb.num_embeddings) != self.pad_id
         return self.encoder(self.src_emb(src) * self.scale, key_padding_mask=mask), mask
 
     def decode(self, tgt_in, memory, memory_mask, impl='fast'):
+        check_ids(tgt_in, 'tgt_in', self.tgt_emb.num_embeddings)
         y = self.decoder(self.tgt_emb(tgt_in) * self.scale, causal=True, memory=memory, memory_mask=memory_mask, impl=impl)
         return self.head(y)
 
@@ -529,6 +540,7 @@ class DATSeq2Seq(nn.Module):
     @torch.no_grad()
     def generate(self, src: torch.Tensor, n_steps: int, start: torch.Tensor) -> torch.Tensor:
         "Greedy decoding with a KV cache: (b, n_steps) tokens after `start` (b, 1)."
+        check_positive(n_steps, 'n_steps'); check_ids(start, 'start', self.tgt_emb.num_embeddings)
         memory, mask = self.encode(src)
         caches, tok, out = [dict() for _ in self.decoder.blocks], start, []
         for _ in range(n_steps):
@@ -551,17 +563,16 @@ class DATLanguageModel(nn.Module):
     def forward(self, idx: torch.Tensor, key_padding_mask: torch.Tensor | None = None, caches: list | None = None,
                 impl: str = 'fast') -> torch.Tensor:
         "Token ids (b, n) -> next-token logits (b, n, V)."
-        if idx.dim() != 2: raise ValueError(f"idx must be (batch, n) token ids, got {tuple(idx.shape)}")
-        if idx.numel() and (idx.min() < 0 or idx.max() >= self.vocab_size):
-            raise ValueError(f"token ids must be in [0, {self.vocab_size}), got [{int(idx.min())}, {int(idx.max())}]")
+        check_ids(idx, 'idx', self.vocab_size)
         return self.head(self.stack(self.emb(idx), key_padding_mask=key_padding_mask, causal=True, caches=caches, impl=impl))
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
                  use_cache: bool = True, generator: torch.Generator | None = None) -> torch.Tensor:
         "Sample (temperature 0: greedy) `max_new_tokens` tokens after the prompt idx (b, n): (b, n + max_new_tokens)."
-        check_positive(max_new_tokens, 'max_new_tokens')
-        if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
+        check_positive(max_new_tokens, 'max_new_tokens'); check_finite(temperature, 'temperature', lo=0)   # inf would sample uniformly
+        if top_k is not None: check_positive(top_k, 'top_k')
+        if check_ids(idx, 'idx', self.vocab_size).shape[1] == 0: raise ValueError(f"idx must hold a prompt of at least one token, got shape {tuple(idx.shape)}")
         if idx.shape[1] + max_new_tokens > self.cfg.max_len and self.cfg.pos_enc != 'rope':
             raise ValueError(f"prompt + max_new_tokens = {idx.shape[1] + max_new_tokens} exceeds max_len={self.cfg.max_len}")
         caches = [dict() for _ in self.stack.blocks] if use_cache else None
@@ -593,7 +604,7 @@ class ViDAT(nn.Module):
 
     def patchify(self, images: torch.Tensor) -> torch.Tensor:
         "(b, c, H, W) -> (b, n_patches, c·p·p), row-major patches."
-        check_shape(images, 'images', (None, self.c, self.image_size, self.image_size))
+        check_shape(images, 'images', (None, self.c, self.image_size, self.image_size)); check_floating(images, 'images', self.embed.weight)
         p = self.patch
         return images.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2)
 

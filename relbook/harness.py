@@ -574,7 +574,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument('names', nargs='*'); p.add_argument('--profile', default='gpu', choices=PROFILES)
     p.add_argument('--workers', type=int, default=None)
     a = ap.parse_args(argv)
-    if a.cmd in ('campaign', 'merge', 'prepare'): return _campaign_cli(a)
+    if a.cmd in ('campaign', 'merge', 'prepare'):
+        try: return _campaign_cli(a)
+        except ValueError as e: raise SystemExit(f"relbook {a.cmd}: {e}")     # a bad name or argument: one line, no traceback
     exps = load_all_experiments()
     if a.cmd == 'claims':
         from relbook.evidence import write_claims
@@ -594,3 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter(); df = run_experiment(n, a.profile)
         print(f"{n}: {len(df)} trials [{a.profile or get_profile()}] in {time.perf_counter() - t0:.1f}s -> {store_for(n, a.profile).path}")
     return 0
+
+# %% ../nbs/91_harness.ipynb #c029c
+if __name__ == '__main__' and getattr(globals().get('__spec__'), 'name', '') == 'relbook.harness':   # python -m relbook.harness …
+    raise SystemExit(importlib.import_module('relbook.harness').main())   # that module's registry, not this __main__ copy's

@@ -54,9 +54,12 @@ def encode(text: str, max_len: int, bos_eos: bool) -> list[int]:
     return ids + [PAD] * (max_len - len(ids))
 
 def decode(ids) -> str:
-    "Text of `ids`: stops at EOS, skips PAD and BOS."
+    "Text of `ids`: stops at EOS, skips PAD and BOS; an id outside the vocabulary is an error, never a wrong character."
+    ids = [int(i) for i in ids]
+    bad = [i for i in ids if not 0 <= i < VOCAB_SIZE]
+    if bad: raise ValueError(f"ids must be token ids in [0, {VOCAB_SIZE}), got {bad[:5]}")
     out = []
-    for i in map(int, ids):
+    for i in ids:
         if i == EOS: break
         if i > EOS: out.append(CHARS[i - 3])
     return ''.join(out)

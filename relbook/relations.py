@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_shape, check_choice, check_positive
+from .core import by_profile, check_shape, check_choice, check_positive, check_floating
 from .harness import (Classification, Regression, TrainConfig, fit, grid, run_sweep, experiment,
                              split_sizes, subset)
 
@@ -29,8 +29,9 @@ def relation_activation(R: torch.Tensor, activation: str, key_mask: torch.Tensor
     "Apply σ_rel to a relation tensor R (b, m, n, d_r); 'softmax' normalises over n, skipping masked keys."
     check_choice(activation, 'activation', RELATION_ACTIVATIONS)
     if activation == 'softmax':
-        if key_mask is not None: R = R.masked_fill(~key_mask[:, None, :, None], float('-inf'))
-        return torch.softmax(R, dim=2).nan_to_num(0.0)       # a row with no keys at all gets zeros
+        if key_mask is None: return torch.softmax(R, dim=2)
+        A = torch.softmax(R.masked_fill(~key_mask[:, None, :, None], float('-inf')), dim=2)
+        return A.masked_fill(~key_mask.any(1)[:, None, None, None], 0.0)   # an item with no keys gets zeros; a NaN input stays NaN
     return {'identity': lambda t: t, 'sigmoid': torch.sigmoid, 'tanh': torch.tanh, 'relu': F.relu}[activation](R)
 
 def mlp(d_in: int, d_hidden: int, d_out: int, depth: int = 1, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
@@ -62,9 +63,9 @@ class MultiHeadRelation(nn.Module):
         self.W2 = self.W1 if symmetric else nn.Linear(self.d_e, d_r * d_p, bias=False)
 
     def _inputs(self, x, y, mask, y_mask):
-        s = check_shape(x, 'x', ('b', 'm', self.d_in))
+        s = check_shape(x, 'x', ('b', 'm', self.d_in)); check_floating(x, 'x', self.W1.weight)
         if y is None: y, y_mask = x, mask
-        else: check_shape(y, 'y', ('b', 'n', self.d_in), s)
+        else: check_shape(y, 'y', ('b', 'n', self.d_in), s); check_floating(y, 'y', self.W1.weight)
         if mask is not None: check_shape(mask, 'mask', ('b', 'm'), s)
         if y_mask is not None: check_shape(y_mask, 'y_mask', ('b', 'n'), s)
         return y, (None if mask is None else mask.bool()), (None if y_mask is None else y_mask.bool())
@@ -85,8 +86,11 @@ class MultiHeadRelation(nn.Module):
                ) -> torch.Tensor:                          # (b, m, n, d_r); absent pairs are 0
         y, mask, y_mask = self._inputs(x, y, mask, y_mask)
         q, k = self.project(x, self.W1), self.project(y, self.W2)        # (b, m, d_r, d_p), (b, n, d_r, d_p)
+        half = q.dtype == torch.float16                                   # unscaled inner products overflow float16 (max 65504):
+        if half: q, k = q.float(), k.float()                              # form them in float32
         R = torch.einsum('bmrp,bnrp->bmnr', q, k)                         # (b, m, n, d_r)
-        return self._mask_pairs(relation_activation(R, self.activation, y_mask), mask, y_mask)
+        R = self._mask_pairs(relation_activation(R, self.activation, y_mask), mask, y_mask)
+        return R.half() if half else R
 
 # %% ../nbs/01_relations.ipynb #c008
 def multi_head_relation_reference(rel: MultiHeadRelation, x: torch.Tensor, y: torch.Tensor | None = None,
@@ -131,7 +135,7 @@ class PairRelationClassifier(nn.Module):
         super().__init__()
         self.relation, self.head = relation, nn.Linear(relation.d_r, check_positive(n_out, 'n_out'))
     def forward(self, pair: torch.Tensor) -> torch.Tensor:
-        check_shape(pair, 'pair', (None, 2, self.relation.d_in))
+        check_shape(pair, 'pair', (None, 2, self.relation.d_in)); check_floating(pair, 'pair', self.head.weight)
         return self.head(self.relation(pair[:, :1], pair[:, 1:])[:, 0, 0])   # r(x₀, x₁): (b, d_r) -> (b, n_out)
 
 # %% ../nbs/01_relations.ipynb #c014b

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import check_shape, check_positive, check_choice
+from .core import check_shape, check_positive, check_choice, check_floating
 from .clifford import safe_sqrt, triple_product, triple_product_sq_from_dots
 
 # %% auto #0
@@ -31,9 +31,10 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     b, h, L, d = x.shape
     return x.transpose(1, 2).reshape(b, L, h * d)
 
-def _check_entities(x: torch.Tensor, d_model: int, n_virtual: int, pad_mask: torch.Tensor | None) -> int:
-    "Validate (b, n + m, d_model) entities and a (b, n) keep-mask; return n, the number of standard entities."
-    check_shape(x, 'x', (None, None, d_model))
+def _check_entities(x: torch.Tensor, d_model: int, n_virtual: int, pad_mask: torch.Tensor | None,
+                    weight: torch.Tensor | None = None) -> int:
+    "Validate (b, n + m, d_model) entities (of `weight`'s dtype) and a (b, n) keep-mask; return n, the number of standard entities."
+    check_shape(x, 'x', (None, None, d_model)); check_floating(x, 'x', weight)
     n = x.shape[1] - n_virtual
     if n < 1: raise ValueError(f"x must hold at least one standard entity besides the {n_virtual} virtual ones, got {x.shape[1]} entities")
     if pad_mask is not None:
@@ -73,7 +74,7 @@ class OneSimplicialAttention(nn.Module):
                 pad_mask: torch.Tensor | None = None,           # (b, n) bool, True = keep
                 return_attention: bool = False):
         "(b, n + m, h·d), plus the attention (b, h, L, L) if asked."
-        n = _check_entities(x, self.d_model, self.m, pad_mask)
+        n = _check_entities(x, self.d_model, self.m, pad_mask, self.qkv.weight)
         q, k, v = self.project(x)
         allowed = virtual_mask(n, self.m, pad_mask, x.device)
         if not return_attention:
@@ -85,7 +86,7 @@ class OneSimplicialAttention(nn.Module):
 def one_simplicial_reference(attn: OneSimplicialAttention, x: torch.Tensor,
                              pad_mask: torch.Tensor | None = None) -> torch.Tensor:
     "Update rules 2.12–2.13 (first summand), one item, head and query at a time: (b, n + m, h·d)."
-    n = _check_entities(x, attn.d_model, attn.m, pad_mask)
+    n = _check_entities(x, attn.d_model, attn.m, pad_mask, attn.qkv.weight)
     q, k, v = attn.project(x)
     out = torch.zeros(x.shape[0], attn.h, x.shape[1], attn.d, dtype=x.dtype)
     for b in range(x.shape[0]):
@@ -102,7 +103,10 @@ def triple_logits(p: torch.Tensor,    # (b, h, n, d) queries
                   l1: torch.Tensor,   # (b, h, J, d) first keys
                   l2: torch.Tensor    # (b, h, J, d) second keys
                  ) -> torch.Tensor:   # (b, h, n, J, J): ⟨p_i, l¹_j, l²_k⟩
-    "Unsigned scalar triple products of every query with every key pair, from pairwise dot products."
+    "Unsigned scalar triple products of every query with every key pair, from pairwise dot products (float32 for float16 inputs)."
+    if p.dtype == torch.float16:       # the squared product is degree 6 in the inputs: float16 (max 65504) overflows at |x| ≈ 2
+        with torch.autocast(p.device.type, enabled=False):
+            return triple_logits(p.float(), l1.float(), l2.float())
     pl1, pl2 = (p @ l1.transpose(-1, -2))[..., :, None], (p @ l2.transpose(-1, -2))[..., None, :]  # (b,h,n,J,1), (b,h,n,1,J)
     l12 = (l1 @ l2.transpose(-1, -2))[..., None, :, :]                                           # (b,h,1,J,J)
     pp = p.pow(2).sum(-1)[..., :, None, None]                                                    # (b,h,n,1,1)
@@ -142,7 +146,7 @@ class TwoSimplicialAttention(nn.Module):
         super().__init__()
         for k in ('d_model', 'n_heads', 'd_head'): check_positive(locals()[k], k)
         if not isinstance(n_virtual, int) or n_virtual < 0: raise ValueError(f"n_virtual must be an int >= 0, got {n_virtual!r}")
-        check_positive(logit_scale, 'logit_scale', integer=False)
+        check_positive(logit_scale, 'logit_scale', integer=False, finite=True)
         self.d_model, self.h, self.d, self.m, self.logit_scale = d_model, n_heads, d_head, n_virtual, logit_scale
         self.E = nn.Linear(d_model, 4 * n_heads * d_head, bias=False)         # E²: p, l¹, l², u for all heads
         self.B = nn.Parameter(torch.empty(n_heads, d_head, d_head, d_head))   # B[h, q, r, s]
@@ -159,7 +163,7 @@ def _two_simplicial_forward(self, x: torch.Tensor,                # (b, n + m, d
                             return_attention: bool = False,
                             order: str = 'auto'):                 # contraction order of propagate_pairs
     "(b, n + m, h·d) — standard rows get Σ A B(u⊗u), virtual rows their own u; plus A (b, h, n, J, J) if asked."
-    n = _check_entities(x, self.d_model, self.m, pad_mask)
+    n = _check_entities(x, self.d_model, self.m, pad_mask, self.E.weight)
     p, l1, l2, u = self.project(x)
     keys = slice(n, None) if self.m else slice(0, n)                         # virtual form: pairs of virtual entities only
     logits = self.logit_scale * triple_logits(p[:, :, :n], l1[:, :, keys], l2[:, :, keys])   # (b, h, n, J, J)
@@ -167,7 +171,7 @@ def _two_simplicial_forward(self, x: torch.Tensor,                # (b, n + m, d
         pair_ok = pad_mask[:, None, None, :, None] & pad_mask[:, None, None, None, :]
         logits = logits.masked_fill(~pair_ok, float('-inf'))
     b, h, _, J, _ = logits.shape
-    A = logits.flatten(-2).softmax(-1).view(b, h, n, J, J)                   # softmax jointly over the J×J pairs
+    A = logits.flatten(-2).softmax(-1).view(b, h, n, J, J).to(u.dtype)       # softmax jointly over the J×J pairs (float32 logits for float16)
     out = propagate_pairs(A, u[:, :, keys], self.B, order)                   # (b, h, n, d)
     if self.m: out = torch.cat([out, u[:, :, n:]], 2)                         # virtual entities: their own value (eq. 2.13)
     out = merge_heads(out)
@@ -179,7 +183,7 @@ TwoSimplicialAttention.forward = _two_simplicial_forward   # defined apart to ke
 def two_simplicial_reference(attn: TwoSimplicialAttention, x: torch.Tensor,
                              pad_mask: torch.Tensor | None = None) -> torch.Tensor:
     "Eqs. 2.10 / 2.12–2.13 one query at a time, B as a (d, d·d) matrix on u_j ⊗ u_k: (b, n + m, h·d)."
-    n = _check_entities(x, attn.d_model, attn.m, pad_mask)
+    n = _check_entities(x, attn.d_model, attn.m, pad_mask, attn.E.weight)
     p, l1, l2, u = attn.project(x)
     out = torch.zeros(x.shape[0], attn.h, x.shape[1], attn.d, dtype=x.dtype)
     for b in range(x.shape[0]):
@@ -213,7 +217,7 @@ class SimplicialConfig:
         for k in ('n_heads2', 'n_virtual'):
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0: raise ValueError(f"{k} must be an int >= 0, got {v!r}")
-        check_positive(self.logit_scale, 'logit_scale', integer=False)
+        check_positive(self.logit_scale, 'logit_scale', integer=False, finite=True)
 
 RELATIONAL = SimplicialConfig(n_heads2=0, n_virtual=0)   # the relational agent's block (§4)
 SIMPLICIAL = SimplicialConfig()                          # the simplicial agent's block: + one 48-dim 2-simplicial head, 2 virtual entities
@@ -267,7 +271,7 @@ class SimplicialEncoder(nn.Module):
                 pad_mask: torch.Tensor | None = None,         # (b, n) bool, True = keep
                 return_attention: bool = False):
         "(b, n, d_model), plus a list of BlockMaps (one per iteration) if asked."
-        check_shape(e, 'e', (None, None, self.cfg.d_model))
+        check_shape(e, 'e', (None, None, self.cfg.d_model)); check_floating(e, 'e', self.norms[0].ln_in.weight)
         n, maps = e.shape[1], []
         if self.virtual is not None:
             e = torch.cat([e, self.virtual.expand(e.shape[0], -1, -1).to(e.dtype)], 1)   # (b, n + m, d_model)

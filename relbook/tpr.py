@@ -10,7 +10,7 @@ __all__ = ['tpr_bind', 'tpr_unbind', 'dual_basis', 'hadamard_bind', 'TPMultiHead
 # %% ../nbs/06_tp_transformer.ipynb #c002
 import math
 import torch, torch.nn as nn, torch.nn.functional as F
-from .core import check_shape, check_positive
+from .core import check_shape, check_positive, check_floating, check_dtype
 
 # %% ../nbs/06_tp_transformer.ipynb #c003
 def tpr_bind(f: torch.Tensor,  # (b, m, d_f) fillers
@@ -32,7 +32,12 @@ def tpr_unbind(T: torch.Tensor,  # (b, d_f, d_r) bound tensor
 def dual_basis(r: torch.Tensor,  # (b, m, d_r) linearly independent roles, m ≤ d_r
                ) -> torch.Tensor:  # (b, m, d_r)
     "Rows u_j with ⟨u_j, r_k⟩ = δ_jk: the transposed pseudo-inverse of R."
-    check_shape(r, 'r', (None, None, None))
+    check_shape(r, 'r', (None, None, None)); check_floating(r, 'r')
+    if r.shape[1] > r.shape[2]: raise ValueError(f"r must hold at most d_r={r.shape[2]} roles (m ≤ d_r), got m={r.shape[1]}")
+    if not torch.isfinite(r).all(): raise ValueError("r must be finite, got NaN or inf")
+    rank = torch.linalg.matrix_rank(r)                                   # (b,): m for linearly independent roles
+    if (rank < r.shape[1]).any():                                        # else ⟨u_j, r_k⟩ = δ_jk has no solution
+        raise ValueError(f"r must hold linearly independent roles (rank m={r.shape[1]}), got rank {int(rank.min())}")
     return torch.linalg.pinv(r).transpose(-1, -2)
 
 def hadamard_bind(f: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
@@ -52,6 +57,12 @@ class TPMultiHeadAttention(nn.Module):
         self.W_r = nn.Linear(d_model, d_model) if tp else None
         self.W_o = nn.Linear(d_model, d_model)
 
+    def check(self, x, mem, key_pad):
+        "Shapes and dtypes of the two streams and of the (b, m) bool padding mask."
+        s = check_shape(x, 'x', ('b', 'n', self.h * self.d_k)); check_floating(x, 'x', self.W_q.weight)
+        check_shape(mem, 'mem', ('b', 'm', self.h * self.d_k), s); check_floating(mem, 'mem', self.W_k.weight)
+        if key_pad is not None: check_shape(key_pad, 'key_pad', ('b', 'm'), s); check_dtype(key_pad, 'key_pad', torch.bool)
+
     def split(self, x):  # (b, n, d) -> (b, h, n, k)
         b, n, _ = x.shape
         return x.view(b, n, self.h, self.d_k).transpose(1, 2)
@@ -65,11 +76,11 @@ class TPMultiHeadAttention(nn.Module):
                 mem: torch.Tensor,        # (b, m, d) key/value stream
                 key_pad: torch.Tensor | None = None,  # (b, m) bool, True = PAD
                 causal: bool = False) -> torch.Tensor:  # (b, n, d)
-        s = check_shape(x, 'x', ('b', 'n', self.h * self.d_k))
-        check_shape(mem, 'mem', ('b', 'm', self.h * self.d_k), s)
+        self.check(x, mem, key_pad)
         q, k, v, r = self.project(x, mem)
         allow = attn_allow(x.shape[1], mem.shape[1], key_pad, causal, x.device)
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=allow)      # (b, h, n, k)
+        if key_pad is not None: a = torch.where(allow.any(-1, keepdim=True), a, 0.0)   # a query with no key reads 0 (from the mask)
         if self.tp: a = a * r                                             # bind filler to role
         return self.W_o(a.transpose(1, 2).reshape(x.shape))
 
@@ -85,18 +96,21 @@ def attn_allow(n: int, m: int, key_pad, causal: bool, device) -> torch.Tensor | 
 
 def tp_attention_reference(att: TPMultiHeadAttention, x, mem, key_pad=None, causal=False):
     "Paper-literal TP-attention: explicit scores, masked softmax loop per head and query, Hadamard binding."
+    att.check(x, mem, key_pad)
     q, k, v, r = att.project(x, mem)
     b, h, n, d_k = q.shape
     m = k.shape[2]
     out = torch.zeros_like(q)
     for i in range(n):
         s = torch.einsum('bhk,bhjk->bhj', q[:, :, i], k) / math.sqrt(d_k)    # (b, h, m)
+        dead = torch.ones(b, dtype=torch.bool)                              # query i of item b sees no key (from the mask)
         for j in range(m):
             masked = torch.zeros(b, dtype=torch.bool)
             if key_pad is not None: masked = masked | key_pad[:, j]
             if causal and j > i: masked = torch.ones(b, dtype=torch.bool)
             s[:, :, j] = s[:, :, j].masked_fill(masked[:, None], float('-inf'))
-        alpha = s.softmax(-1)
+            dead = dead & masked
+        alpha = s.softmax(-1).masked_fill(dead[:, None, None], 0.0)         # no key: reads 0, as the fast path
         fill = torch.einsum('bhj,bhjk->bhk', alpha, v)
         out[:, :, i] = fill * r[:, :, i] if att.tp else fill
     return att.W_o(out.transpose(1, 2).reshape(b, n, h * d_k))
@@ -213,6 +227,7 @@ class TPTransformer(nn.Module):
     @torch.no_grad()
     def generate(self, src: torch.Tensor, n_steps: int, start: torch.Tensor) -> torch.Tensor:
         "Greedy decoding from `start` (b, 1): the next `n_steps` tokens (b, n_steps)."
+        check_positive(n_steps, 'n_steps'); self._tokens(start, 'start')
         mem, pad, out = self.encode(src), src == self.cfg.pad_id, start
         for _ in range(n_steps): out = torch.cat([out, self.decode(out, mem, pad)[:, -1:].argmax(-1)], 1)
         return out[:, 1:]
