@@ -4,7 +4,7 @@
 
 # %% ../nbs/91_harness.ipynb #c002
 from __future__ import annotations
-import argparse, contextlib, contextvars, datetime, fcntl, hashlib, importlib, io, json, math
+import argparse, contextlib, contextvars, datetime, hashlib, importlib, io, json, math
 import os, pkgutil, random, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
+try: import fcntl                      # POSIX file locks: workers sharing a store claim trials with them
+except ImportError: fcntl = None        # (elsewhere a store serves one worker at a time)
 from .core import (PROFILES, get_profile, using_profile, seed_everything, get_device, provenance,
                           results_dir, check_choice, check_positive, atomic_write)
 
@@ -437,6 +439,7 @@ def _try_lock(path: Path, shared: bool = False):
     "An open file holding a non-blocking flock on `path` (released when closed or when the process dies), or None."
     path.parent.mkdir(parents=True, exist_ok=True)
     f = open(path, 'a+')
+    if fcntl is None: return f                             # no locks on this platform: one worker per store
     try: fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB); return f
     except BlockingIOError: f.close(); return None
 
