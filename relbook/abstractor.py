@@ -505,7 +505,7 @@ class AbstractorClassifier(nn.Module):
         return self.head(self.abstractor(x).flatten(1))
 
 # %% ../nbs/03_abstractor.ipynb #c049b
-from .evidence import claim, conditions
+from .evidence import at_largest, claim, conditions
 from .relations import ORDER_MAJORITY
 
 ABSTRACTOR_CLAIMS = (   # the chapter's claims, in the order the chapter tests them
@@ -514,7 +514,7 @@ ABSTRACTOR_CLAIMS = (   # the chapter's claims, in the order the chapter tests t
           experiments=('abstractor_order',), metric='test accuracy on unseen pairs at the largest training set',
           comparison='Abstractor − majority baseline (N+1)/2N, per seed',
           evaluate=lambda df: conditions(df, 'test_acc', {'model': 'Abstractor'}, ORDER_MAJORITY,
-                                         at={'n_train': int(df['n_train'].max())}, labels=('Abstractor', 'majority baseline')),
+                                         at=at_largest(df), labels=('Abstractor', 'majority baseline')),
           section='Experiment: the pairwise order relation (§4.1)'),
     claim(id='abstractor-order-beats-asymmetric-corelnet', chapter='03_abstractor', paper='altabaa2024abstractors',
           where='§4.1, Fig. 4a',

@@ -11,15 +11,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
-from .core import repo_root, results_dir, check_choice
-from .harness import ResultsStore
+from .core import repo_root, check_choice
+from .harness import store_for
 
 # %% auto #0
 __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'CLAIMS_PAGE', 'CLAIMS_DATA',
-           'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select', 'per_seed',
-           'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement', 'judge', 'judge_all',
+           'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select', 'at_largest',
+           'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement', 'judge', 'judge_all',
            'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page', 'chapter_claims', 'verdict_md',
-           'build_claims', 'write_claims']
+           'glue_verdict', 'build_claims', 'write_claims']
 
 # %% ../nbs/96_evidence.ipynb #c005
 VERDICTS = ('supports the paper', 'contradicts the paper', 'inconclusive', 'insufficient data', 'not run')
@@ -189,6 +189,11 @@ def select(df: pd.DataFrame, **where) -> pd.DataFrame:
         keep &= df[k].isin(list(v)) if isinstance(v, (list, tuple, set)) else (df[k] == v)
     return df[keep]
 
+def at_largest(df: pd.DataFrame, axis: str = 'n_train') -> dict:
+    "The selector `{axis: its largest value in the rows}`: read a learning claim at the largest training set."
+    if axis not in df.columns: raise ValueError(f"at_largest: the rows lack the column {axis!r}")
+    return {axis: int(df[axis].max())}
+
 def per_seed(df: pd.DataFrame, metric: str, seed: str = 'seed', agg: str = 'mean', **where) -> pd.Series:
     "One value per seed: `metric` over the rows matching `where`, aggregated over the other axes (e.g. sizes)."
     rows = select(df, **where)
@@ -276,10 +281,6 @@ def load_all_claims() -> dict[str, Claim]:
 # %% ../nbs/96_evidence.ipynb #c024
 PROFILE_ORDER = ('full', 'gpu', 'quick', 'smoke')   # the largest profile with results is shown
 
-def _store_rows(name: str, profile: str) -> pd.DataFrame:
-    "The flat rows (no nested params) of one experiment at one profile; empty if it never ran."
-    store = ResultsStore(results_dir(profile) / f'{name}-{profile}.jsonl')
-    return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in store.rows()])
 
 @dataclass
 class Judgement:
@@ -305,7 +306,7 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
     "Judge a claim from the results store of `profile` (default: the largest profile that has results)."
     profiles = (profile,) if profile else PROFILE_ORDER[:-1]
     for p in profiles:
-        frames = [_store_rows(e, p) for e in c.experiments]
+        frames = [store_for(e, p).frame() for e in c.experiments]   # flat rows; empty if it never ran
         if all(f.empty for f in frames): continue
         df = pd.concat([f for f in frames if not f.empty], ignore_index=True)
         ev = c.evaluate(df)
@@ -436,6 +437,16 @@ def verdict_md(claim_id: str, profile: str | None = None) -> str:
     if j.evidence is None: return f'**{j.verdict}**'
     r = claims_frame([j]).iloc[0]
     return _verdict_cell(r) + f" ({r['interval']})"
+
+def glue_verdict(claim_id: str, profile: str | None = None) -> None:
+    "Glue a claim's verdict for a chapter's prose: v_<id> (verdict and interval), w_<id> (the words); vfull_/wfull_ at 'full'."
+    from IPython.display import Markdown
+    from myst_nb import glue
+    from relbook.core import get_profile
+    key, pre = re.sub(r'[-.]', '_', claim_id), 'full' if profile == 'full' else ''
+    if claim_id not in CLAIMS: load_all_claims()
+    glue(f'v{pre}_{key}', Markdown(verdict_md(claim_id, profile)), display=False)
+    glue(f'w{pre}_{key}', Markdown(f"*{judge(CLAIMS[claim_id], profile or get_profile()).label()}*"), display=False)
 
 def build_claims() -> dict[str, str]:
     "The generated files (path -> text): the claims page, its data, and the landing page with its scoreboard."

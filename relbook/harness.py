@@ -310,6 +310,7 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
         st.update(saved)
     t0, last_save = time.perf_counter(), time.perf_counter()
     run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
+    save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
     bar = tqdm(total=max_steps, initial=st['step'], desc='fit', leave=False, disable=not _progress_enabled(progress))
     while st['step'] < max_steps and not st['stopped_early']:
         if st['order'] is None: st['order'], st['pos'] = torch.randperm(n, generator=gen), 0   # a new epoch
@@ -334,10 +335,9 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
             bar.set_postfix({key: f'{score:.4g}'})
             st['stopped_early'] = cfg.patience is not None and st['bad'] >= cfg.patience
             if ckpt is not None and (time.perf_counter() - last_save > cfg.checkpoint_secs):
-                _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
-                last_save = time.perf_counter()
+                save(); last_save = time.perf_counter()
         if dl is not None and time.time() >= dl and st['step'] < max_steps and not st['stopped_early']:
-            if ckpt is not None: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
+            if ckpt is not None: save()
             bar.close()
             raise BudgetExhausted(f"time budget spent at step {st['step']} of {max_steps}" + (f"; resumes from {ckpt}" if ckpt else ''))
     bar.close()
@@ -449,10 +449,11 @@ def _sweep_worker(lock_dir: Path, shard: int, n_shards: int):
     held = []
     try:
         for other in lock_dir.glob('.shards-*'):          # workers with another shard count split the trials differently
-            if other.name != f'.shards-{n_shards}' and (g := _try_lock(other)) is None:
+            if other.name == f'.shards-{n_shards}': continue
+            if (g := _try_lock(other)) is None:
                 raise RuntimeError(f"another worker runs this sweep as {other.name[8:]} shards; this one asks for "
                                    f"{shard}/{n_shards}: use the same n in every worker (or none)")
-            elif other.name != f'.shards-{n_shards}': g.close()
+            g.close()
         if (g := _try_lock(lock_dir / f'.shards-{n_shards}', shared=True)) is None:
             raise RuntimeError(f"a worker with another shard count is starting on this sweep; retry")
         held.append(g)
@@ -480,15 +481,17 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     (shard, n_shards), done = _shard(), store.done()      # parallel workers split the trials, share the store
     todo = [(p, k) for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and i % n_shards == shard]
     ck_dir = store.path.parent / 'checkpoints' / store.path.stem      # <name>-<profile>: profiles never share a checkpoint
+    walls = _wall_times(store, name) if deadline() is not None else []   # read once; this worker's trials added below
     with _sweep_worker(ck_dir, shard, n_shards):
         for p, key in tqdm(todo, desc=f'{name} [{get_profile()}]', disable=not _progress_enabled(progress)):
             h = hashlib.sha1(key.encode()).hexdigest()[:16]
-            if (dl := deadline()) is not None and time.time() + _typical_trial_s(store, name) >= dl and not (ck_dir / f'{h}.pt').exists():
+            typical = float(np.median(walls)) if walls else 0.0       # a campaign starts no trial it cannot finish
+            if (dl := deadline()) is not None and time.time() + typical >= dl and not (ck_dir / f'{h}.pt').exists():
                 raise BudgetExhausted(f"{name}: not starting another trial, the time budget would run out first")
             if (lock := _try_lock(ck_dir / f'{h}.lock')) is None: continue   # another worker is running this trial
             with lock:
                 if key in store.done(): continue                            # another worker finished it meanwhile
-                _run_trial(name, p, run_trial, store, ck_dir / f'{h}.pt')
+                walls.append(_run_trial(name, p, run_trial, store, ck_dir / f'{h}.pt'))
     store.sync_csv()
     rows = {trial_key(r['params']): r for r in store.rows()}
     missing = [k for k in keys if k not in rows]
@@ -496,22 +499,23 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
         warnings.warn(f"{name}: {len(missing)} trials are not finished (other workers are running them)")
     return pd.DataFrame([{k: v for k, v in rows[k].items() if k != 'params'} for k in keys if k in rows])
 
-def _typical_trial_s(store: ResultsStore, name: str) -> float:
-    "The median wall time of this experiment's finished trials (0 if none): a campaign starts no trial it cannot finish."
-    t = [r['wall_time_s'] for r in store.rows() if r.get('experiment') == name and isinstance(r.get('wall_time_s'), (int, float))]
-    return float(np.median(t)) if t else 0.0
+def _wall_times(store: ResultsStore, name: str) -> list[float]:
+    "The wall times of this experiment's finished trials in the store."
+    return [r['wall_time_s'] for r in store.rows() if r.get('experiment') == name and isinstance(r.get('wall_time_s'), (int, float))]
 
-def _run_trial(name: str, p: dict, run_trial: Callable[..., dict], store: ResultsStore, ck: Path) -> None:
-    "Run one trial with its checkpoint path and a record of its fits; append its row with provenance."
+def _run_trial(name: str, p: dict, run_trial: Callable[..., dict], store: ResultsStore, ck: Path) -> float:
+    "Run one trial with its checkpoint path and a record of its fits; append its row with provenance; return its wall time."
     seed_everything(int(p.get('seed', 0)))
     token, fits, t0 = _trial_checkpoint.set(ck), _trial_fits.set([]), time.perf_counter()
     try: metrics = run_trial(**p); trained = _trial_fits.get()
     finally: _trial_checkpoint.reset(token); _trial_fits.reset(fits)
     if not isinstance(metrics, dict): raise ValueError(f"run_trial must return a dict of metrics, got {type(metrics).__name__}")
+    wall = round(time.perf_counter() - t0, 3)
     store.add(p, metrics, **{k: v for k, v in _convergence_fields(trained).items() if k not in metrics},
-              experiment=name, wall_time_s=round(time.perf_counter() - t0, 3),
+              experiment=name, wall_time_s=wall,
               finished_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), **provenance())
     ck.unlink(missing_ok=True)
+    return wall
 
 # %% ../nbs/91_harness.ipynb #c027
 EXPERIMENTS: dict[str, Callable[[], pd.DataFrame]] = {}

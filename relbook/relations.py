@@ -139,15 +139,11 @@ class PairRelationClassifier(nn.Module):
         return self.head(self.relation(pair[:, :1], pair[:, 1:])[:, 0, 0])   # r(x₀, x₁): (b, d_r) -> (b, n_out)
 
 # %% ../nbs/01_relations.ipynb #c014b
-from .evidence import claim, conditions, Evidence
+from .evidence import at_largest, claim, conditions, Evidence
 
 ORDER_N = 32                                     # objects in the order experiments (§4.1: N = 32)
 ORDER_MAJORITY = (ORDER_N + 1) / (2 * ORDER_N)   # 0.516: answer "not before" for every pair (labels [i < j])
 UNABLE_MARGIN = 0.05                             # "completely unable": within ±0.05 of the majority baseline
-
-def _largest(df: pd.DataFrame) -> dict:
-    "Read a learning claim at the largest training set of the rows."
-    return {'n_train': int(df['n_train'].max())}
 
 def _sup_error_falls(kernel: str):
     "Evidence for Theorem 3.1's trend on one kernel: sup-error at the smallest width ÷ at the largest, per seed."
@@ -191,7 +187,7 @@ RELATIONS_CLAIMS = (   # the chapter's claims, in the order the chapter tests th
           experiments=('order_relation',), metric='test accuracy on unseen pairs at the largest training set',
           comparison='asymmetric − symmetric relation classifier, paired by seed',
           evaluate=lambda df: conditions(df, 'test_acc', {'model': 'relation (asym)'}, {'model': 'relation (sym)'},
-                                         at=_largest(df), labels=('asymmetric relation', 'symmetric relation')),
+                                         at=at_largest(df), labels=('asymmetric relation', 'symmetric relation')),
           section='Experiment: learning the order relation from half the pairs (§4.1)'),
 
     # §4.1 (2024 paper): the CoRelNets
@@ -200,7 +196,7 @@ RELATIONS_CLAIMS = (   # the chapter's claims, in the order the chapter tests th
           claim='Standard (symmetric) CoRelNet is completely unable to learn the order relation.',
           experiments=('order_relation',), metric='test accuracy on unseen pairs at the largest training set',
           comparison='CoRelNet − majority baseline (N+1)/2N, per seed; equivalence within ±0.05',
-          evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet'}, ORDER_MAJORITY, at=_largest(df),
+          evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet'}, ORDER_MAJORITY, at=at_largest(df),
                                          labels=('CoRelNet', 'majority baseline'), direction=0, margin=UNABLE_MARGIN),
           section='Experiment: learning the order relation from half the pairs (§4.1)'),
     claim(id='asymmetric-corelnet-learns-order', chapter='01_relations', paper='altabaa2024abstractors',
@@ -208,7 +204,7 @@ RELATIONS_CLAIMS = (   # the chapter's claims, in the order the chapter tests th
           claim='Asymmetric CoRelNet learns the transitive order relation and generalises to unseen pairs.',
           experiments=('order_relation',), metric='test accuracy on unseen pairs at the largest training set',
           comparison='asymmetric CoRelNet − majority baseline (N+1)/2N, per seed',
-          evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet (asym)'}, ORDER_MAJORITY, at=_largest(df),
+          evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet (asym)'}, ORDER_MAJORITY, at=at_largest(df),
                                          labels=('asymmetric CoRelNet', 'majority baseline')),
           section='Experiment: learning the order relation from half the pairs (§4.1)'),
 )

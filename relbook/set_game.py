@@ -16,7 +16,7 @@ from .core import by_profile, check_shape, check_choice, check_positive, results
 from .harness import Task, Classification, TrainConfig, fit, grid, run_sweep, experiment, subset
 from .relations import CoRelNet, mlp
 from .abstractor import AbstractorConfig, AbstractorClassifier
-from .evidence import Evidence, claim, compare, conditions, per_seed, select
+from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed, select
 
 # %% auto #0
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
@@ -363,10 +363,6 @@ CORELNETS = ('CoRelNet', 'CoRelNet (no softmax)')          # the paper's two CoR
 SECTION_1 = 'Experiment 1: Abstractor vs CoRelNet (§4.1)'
 SECTION_2 = 'Experiment 2: modular relations vs symbolic input (§4.5 of 2023, Figure 4c of 2024)'
 
-def _at_largest(df: pd.DataFrame) -> dict:
-    "The largest training set of the rows (2000 triples at quick, 5000 at full)."
-    return {'n_train': int(df['n_train'].max())}
-
 def _abstractor_vs_best_corelnet(df: pd.DataFrame) -> Evidence:
     "Abstractor minus the better of the paper's two CoRelNets, per seed (each a mean over the training sizes)."
     rows = select(df, model=['Abstractor', *CORELNETS])
@@ -392,7 +388,7 @@ claim(id='set-abstractor-learns', chapter='04_set', paper='altabaa2024abstractor
       paper_value='curve only; official logs 0.71 (500 triples) → 0.97 (5000)',
       experiments=('set_classification',), metric='test accuracy on unseen triples at the largest training set',
       comparison='Abstractor − 0.5 (chance), one-sample over seeds; size 0.4', section=SECTION_1,
-      evaluate=lambda df: conditions(df, 'test_acc', {'model': 'Abstractor'}, 0.5, at=_at_largest(df),
+      evaluate=lambda df: conditions(df, 'test_acc', {'model': 'Abstractor'}, 0.5, at=at_largest(df),
                                      labels=('Abstractor', 'chance'), size=0.4))
 
 claim(id='set-abstractor-beats-corelnet', chapter='04_set', paper='altabaa2024abstractors', where='§4.1, Fig. 4b',
@@ -407,7 +403,7 @@ claim(id='set-corelnet-stuck-at-chance', chapter='04_set', paper='altabaa2024abs
       paper_value='"stuck at 50 %"; official logs 0.51 → 0.54',
       experiments=('set_classification',), metric='test accuracy at the largest training set',
       comparison='CoRelNet − 0.5, one-sample over seeds; equivalence within ±0.05', section=SECTION_1,
-      evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet'}, 0.5, at=_at_largest(df),
+      evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet'}, 0.5, at=at_largest(df),
                                      labels=('CoRelNet', 'chance'), direction=0, margin=0.05))
 
 claim(id='set-corelnet-no-softmax-helps', chapter='04_set', paper='altabaa2024abstractors', where='App. B.1.2',
