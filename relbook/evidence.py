@@ -167,6 +167,11 @@ def _num(x) -> float | None:
     except (TypeError, ValueError): return None
     return x if math.isfinite(x) else None
 
+def _flag(x) -> bool | None:
+    "A yes/no field of a row: None when absent or missing (NaN), else its truth (numpy bools too)."
+    if x is None or (isinstance(x, float) and math.isnan(x)): return None
+    return bool(x)
+
 def convergence(row: dict | pd.Series, best: str | None = None, budget: str | None = None, tail: float = TAIL) -> str:
     "'converged', 'still improving' (best in the last `tail` of the budget) or 'unknown' for one result row."
     row = dict(row)
@@ -174,7 +179,8 @@ def convergence(row: dict | pd.Series, best: str | None = None, budget: str | No
     for b_key, n_key in pairs:
         b, n = _num(row.get(b_key)), _num(row.get(n_key))
         if b is None or n is None or n <= 0: continue
-        if row.get('fit_stopped_early') is True or (row.get('fit_stopped_early') is None and row.get('stopped_early') is True):
+        early = _flag(row.get('fit_stopped_early'))               # the harness's record of the fit, else the trial's own
+        if early is True or (early is None and _flag(row.get('stopped_early')) is True):
             return 'converged'              # patience ran out: the model stopped improving before its budget
         return 'still improving' if b > (1 - tail) * n else 'converged'
     return 'unknown'

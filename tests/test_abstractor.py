@@ -128,7 +128,7 @@ def test_sorting_data():
     pre = sorting_objects(3, permute_primary=True)
     assert torch.equal(pre.objects, sp.objects.objects) and not torch.equal(pre.rank, sp.objects.rank)
     assert sorted(sp.objects.rank.tolist()) == list(range(N_A * N_B))
-    with pytest.raises(ValueError, match="sigma must be >= 0"):
+    with pytest.raises(ValueError, match="sigma must be a finite number >= 0"):
         corrupt_objects(sp.objects.objects, 'additive', -1.0, torch.Generator())
 
 
