@@ -539,16 +539,19 @@ import functools
 import pandas as pd
 from .core import by_profile
 from .harness import grid, run_sweep, experiment
-from .relations import ORDER_D, order_model, order_relation_trial
+from .relations import ORDER_D, CoRelNet, mlp, order_model, order_relation_trial
 
 # %% ../nbs/03_abstractor.ipynb #c052
 ORDER_ABSTRACTOR = AbstractorConfig(n_layers=1, d_model=64, n_heads=4, d_k=16, d_ff=64, sigma_rel='sigmoid',
                                     residual=False, layer_norm=False, max_len=2)      # App. B.1.1
-ABSTRACTOR_ORDER_MODELS = ('Abstractor', 'CoRelNet', 'CoRelNet (asym)')
+ABSTRACTOR_ORDER_MODELS = ('Abstractor', 'CoRelNet', 'CoRelNet (asym)', 'CoRelNet (asym, matched)')
 
 def abstractor_order_model(name: str) -> nn.Module:
-    "The Abstractor of App. B.1.1 on pairs, or one of Chapter 1's order models."
-    return AbstractorClassifier(ORDER_D, 2, 2, ORDER_ABSTRACTOR) if name == 'Abstractor' else order_model(name)
+    """The Abstractor of App. B.1.1 on pairs, one of Chapter 1's order models, or 'CoRelNet (asym, matched)': asymmetric
+    CoRelNet with an MLP embedder φ (8 → 128 → 64) before its relation, which brings it to the Abstractor's parameter count."""
+    if name == 'Abstractor': return AbstractorClassifier(ORDER_D, 2, 2, ORDER_ABSTRACTOR)
+    if name == 'CoRelNet (asym, matched)': return CoRelNet(ORDER_D, 2, 2, symmetric=False, embedder=mlp(ORDER_D, 128, 64), d_e=64)
+    return order_model(name)
 
 @experiment('abstractor_order')
 def abstractor_order_experiment() -> pd.DataFrame:
