@@ -8,6 +8,7 @@ import colorsys, functools
 from collections import Counter, deque
 from dataclasses import dataclass, replace
 import numpy as np
+import torch
 import gymnasium as gym
 from gymnasium import spaces
 import matplotlib.pyplot as plt
@@ -16,7 +17,7 @@ from .core import check_choice, check_positive
 # %% auto #0
 __all__ = ['ACTIONS', 'MOVES', 'BLANK', 'BoxWorldConfig', 'slots', 'palette', 'Puzzle', 'generate_puzzle', 'render', 'draw_board',
            'draw_graph', 'step_puzzle', 'BridgeBoxWorld', 'VecBoxWorld', 'solve', 'is_solvable', 'footnote_rule',
-           'motif_rule', 'bridge_dataset']
+           'motif_rule', 'bridge_dataset', 'TorchBoxWorld']
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c006
 ACTIONS = ('left', 'up', 'right', 'down')                  # the paper's order of the four actions
@@ -50,11 +51,15 @@ class BoxWorldConfig:
     reward_gem: float = 10.                # obtaining the Gem (the episode ends)
     reward_key: float = 1.                 # picking up a loose key or opening a good box
     reward_fail: float = -1.               # opening the bridge or a distractor (the episode ends)
+    start: str = 'top_left'                # the player's first tile: 'top_left' (0, 0) as in the official code; 'random' blank tile
+    inventory_colour: str = 'official'     # empty inventory slots: 'official' near-black (10, 10, 10); 'floor': the floor's grey
 
     def __post_init__(self):
         for k in ('rows', 'cols', 'n_colours', 'distractor_length'): check_positive(getattr(self, k), k)
         if self.rows < 4 or self.cols < 4: raise ValueError(f"rows and cols must be >= 4, got {self.rows}x{self.cols}")
         check_choice(self.bridge, 'bridge', (True, False))
+        check_choice(self.start, 'start', ('top_left', 'random'))
+        check_choice(self.inventory_colour, 'inventory_colour', ('official', 'floor'))
         object.__setattr__(self, 'solution_lengths', _int_tuple(self.solution_lengths, 'solution_lengths', 1))
         object.__setattr__(self, 'n_distractors', _int_tuple(self.n_distractors, 'n_distractors', 0))
         if not 0 <= self.bridge_prob <= 1: raise ValueError(f"bridge_prob must be in [0, 1], got {self.bridge_prob}")
@@ -75,6 +80,7 @@ class BoxWorldConfig:
 
     gem_id = property(lambda self: self.n_colours)              # grid id of the Gem's (white) tiles
     player_id = property(lambda self: self.n_colours + 1)       # screen id of the player (dark grey)
+    empty_slot_id = property(lambda self: self.n_colours + 2 if self.inventory_colour == 'official' else BLANK)  # screen id of an empty inventory slot
     obs_shape = property(lambda self: (self.rows, self.cols + 1, 3))   # (R, C+1, 3)
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c011
@@ -85,13 +91,13 @@ def slots(cfg: BoxWorldConfig) -> list[tuple[int, int]]:
 @functools.lru_cache(maxsize=None)
 def _palette(n_colours: int) -> np.ndarray:
     hues = [colorsys.hsv_to_rgb(k / n_colours, 0.7, 0.8) for k in range(n_colours)]   # hue 18k/360 for 20 colours
-    rgb = np.array([*hues, (1., 1., 1.), (0.5, 0.5, 0.5), (220 / 255,) * 3])         # Gem, player, blank (id -1)
+    rgb = np.array([*hues, (1., 1., 1.), (0.5, 0.5, 0.5), (10 / 255,) * 3, (220 / 255,) * 3])  # Gem, player, empty slot, blank (id -1)
     out = np.round(rgb * 255).astype(np.uint8)
     out.flags.writeable = False
     return out
 
 def palette(cfg: BoxWorldConfig) -> np.ndarray:
-    "RGB (n_colours + 3, 3) uint8 indexed by grid id: hues 0…n−1, Gem (white), player (dark grey), blank last (id −1)."
+    "RGB (n_colours + 4, 3) uint8 indexed by screen id: hues 0…n−1, Gem (white), player (dark grey), empty inventory slot, blank last (id −1)."
     return _palette(cfg.n_colours)
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c014
@@ -126,10 +132,11 @@ def _place(grid: np.ndarray, yx: tuple, key: int, lock: int | None = None):
     grid[y, x] = key
     if lock is not None: grid[y, x + 1] = lock
 
-def _start(grid: np.ndarray, rng: np.random.Generator) -> tuple:
-    "A uniformly random blank tile for the player."
+def _start(grid: np.ndarray, rng: np.random.Generator, start: str) -> tuple:
+    "The player's first tile: (0, 0) for start='top_left' (the official code), a uniformly random blank tile for 'random'."
     free = np.flatnonzero(grid.ravel() == BLANK)
-    return tuple(int(v) for v in divmod(int(free[rng.integers(len(free))]), grid.shape[1]))
+    tile = int(free[rng.integers(len(free))])              # drawn in both settings: a seed gives the same boards either way
+    return (0, 0) if start == 'top_left' else tuple(int(v) for v in divmod(tile, grid.shape[1]))
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c016
 def _bridge_puzzle(cfg: BoxWorldConfig, rng: np.random.Generator) -> Puzzle:
@@ -151,7 +158,7 @@ def _bridge_puzzle(cfg: BoxWorldConfig, rng: np.random.Generator) -> Puzzle:
     for s, (k, l) in zip(free, items): _place(grid, S[s], hue[k - 1], None if l is None else hue[l - 1])
     bridge = free[len(items) - 1] if b else -1
     graph = [(hue[l - 1], hue[k - 1]) for k, l in items if l is not None] + [(hue[0], G), (hue[a], G)]
-    return Puzzle(grid, _start(grid, rng), [], (a, b, c), bridge, graph, a, tuple(hue), S[g],
+    return Puzzle(grid, _start(grid, rng, cfg.start), [], (a, b, c), bridge, graph, a, tuple(hue), S[g],
                   (bridge,) if b else ())
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c018
@@ -170,7 +177,7 @@ def _original_puzzle(cfg: BoxWorldConfig, rng: np.random.Generator) -> Puzzle:
     _place(grid, S[order[0]], G, hue[0])                                 # the Gem's box
     for s, (k, l) in zip(order[1:], items): _place(grid, S[s], hue[k - 1], None if l is None else hue[l - 1])
     graph = [(hue[l - 1], hue[k - 1]) for k, l in items if l is not None] + [(hue[0], G)]
-    return Puzzle(grid, _start(grid, rng), [], (L, 0, 0), -1, graph, L, tuple(hue), S[order[0]],
+    return Puzzle(grid, _start(grid, rng, cfg.start), [], (L, 0, 0), -1, graph, L, tuple(hue), S[order[0]],
                   tuple(order[1 + f] for f in first))
 
 def generate_puzzle(cfg: BoxWorldConfig, rng: np.random.Generator) -> Puzzle:
@@ -187,6 +194,7 @@ def _screen(p: Puzzle, cfg: BoxWorldConfig) -> np.ndarray:
     s[:, :cfg.cols] = p.grid
     s[p.player] = cfg.player_id
     inv = p.inventory[:cfg.rows]
+    s[:, cfg.cols] = cfg.empty_slot_id                               # empty inventory slots (BLANK with inventory_colour='floor')
     s[:len(inv), cfg.cols] = inv
     return s
 
@@ -352,7 +360,8 @@ class VecBoxWorld:
         s, C = self._screen, self.cfg.cols
         s[:, :, :C] = self.grid
         s[self._e, self.pos[:, 0], self.pos[:, 1]] = self.cfg.player_id
-        s[:, :, C] = self.inv[:, :self.cfg.rows]
+        inv = self.inv[:, :self.cfg.rows]
+        s[:, :, C] = np.where(inv == BLANK, self.cfg.empty_slot_id, inv)   # empty inventory slots
         return self._palette[s]                                      # (E, R, C+1, 3) uint8
 
     def state(self, i: int) -> Puzzle:
@@ -549,3 +558,167 @@ def bridge_dataset(n: int, seed: int, cfg: BoxWorldConfig = BoxWorldConfig()) ->
         screens[j], ptype[j] = _screen(p, cfg), p.puzzle_type
         label[j] = p.bridge_slot if p.bridge_slot >= 0 else n_slots
     return dict(obs=palette(cfg)[screens], label=label, has_bridge=label < n_slots, puzzle_type=ptype)
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c070b
+_BANK = ('grid', 'pos', 'fail', 'gem_locks', 'ptype')                 # what an episode in the bank holds
+
+class TorchBoxWorld:
+    "`n_envs` BoxWorlds as tensors on `device`, stepped together; finished envs reset from a bank of generated episodes."
+    n_actions = len(ACTIONS)
+
+    def __init__(self, n_envs: int, cfg: BoxWorldConfig = BoxWorldConfig(), seed: int = 0,
+                 device: str | torch.device = 'cpu',   # where the state lives and the step runs
+                 bank: int = 64):                      # B: episodes held per env, the running one and B − 1 queued
+        E, R, C = check_positive(n_envs, 'n_envs'), cfg.rows, cfg.cols
+        if isinstance(bank, bool) or not isinstance(bank, (int, np.integer)) or bank < 2:
+            raise ValueError(f"bank must be an int >= 2 (the running episode and at least one queued), got {bank!r}")
+        self.n_envs, self.cfg, self.obs_shape, self.bank, self.device = E, cfg, cfg.obs_shape, int(bank), torch.device(device)
+        z = lambda *shape, dtype=torch.int64: torch.zeros(shape, dtype=dtype, device=self.device)
+        self._e, self._cols = torch.arange(E, device=self.device), torch.arange(R + 1, device=self.device)
+        self._moves = torch.tensor(MOVES, device=self.device)
+        self._palette = torch.tensor(np.roll(palette(cfg), 1, 0), device=self.device)   # row id + 1: blank (−1) first
+        self.grid, self.pos, self.inv, self.n_inv = z(E, R, C), z(E, 2), z(E, R + 1), z(E)   # as in VecBoxWorld
+        self.fail, self.gem_locks, self.ptype = z(E, R, C, dtype=torch.bool), z(E, 2), z(E, 3)
+        self.t, self.ret = z(E), z(E, dtype=torch.float64)
+        self._bank = dict(grid=z(E, bank, R, C, dtype=torch.int16), pos=z(E, bank, 2),           # (E, B, ...) episodes,
+                          fail=z(E, bank, R, C, dtype=torch.bool), gem_locks=z(E, bank, 2), ptype=z(E, bank, 3))  # ring-indexed
+        self._begun = z(E)                                   # (E,) episodes begun per env; the running one is in slot (begun − 1) % B
+        self._seed(seed)
+
+    def _seed(self, seed: int):
+        VecBoxWorld._seed(self, seed)                        # the same per-env generators as VecBoxWorld
+        self._begun.zero_()
+        self._written = np.zeros(self.n_envs, np.int64)      # (E,) episodes generated per env (host)
+        self._puzzles = [[None] * self.bank for _ in range(self.n_envs)]   # the bank's episodes as generated (host)
+        self._room, self._started = 0, False                 # steps that may run before the next top-up
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c070c
+def _bank_rows(env: TorchBoxWorld, ps: list[Puzzle]) -> dict[str, np.ndarray]:
+    "The bank's arrays for a list of generated episodes (their inventories are empty)."
+    S, R, C = slots(env.cfg), env.cfg.rows, env.cfg.cols
+    fail, locks = np.zeros((len(ps), R, C), bool), np.full((len(ps), 2), -2, np.int64)
+    for k, p in enumerate(ps):
+        for s in p.fail_slots: fail[k, S[s][0], S[s][1] + 1] = True
+        gl = p.gem_locks(); locks[k, :len(gl)] = gl
+    return dict(grid=np.stack([p.grid for p in ps]), pos=np.array([p.player for p in ps]), fail=fail, gem_locks=locks,
+                ptype=np.array([p.puzzle_type for p in ps]))
+
+def _torch_top_up(env: TorchBoxWorld):
+    "Queue B − 1 episodes in every env: generate the ones used since the last top-up on the host, upload them at once."
+    begun, B, idx, ps = env._begun.cpu().numpy(), env.bank, [], []
+    for i in range(env.n_envs):
+        for j in range(env._written[i], begun[i] + B - 1):       # never the running episode's slot, (begun − 1) % B
+            p = generate_puzzle(env.cfg, env._rngs[i])
+            env._puzzles[i][j % B] = p; idx.append((i, j % B)); ps.append(p)
+        env._written[i] = begun[i] + B - 1
+    if ps:
+        i, j = torch.as_tensor(np.array(idx).T, device=env.device)
+        for k, v in _bank_rows(env, ps).items(): env._bank[k][i, j] = torch.as_tensor(v, device=env.device).to(env._bank[k].dtype)
+    env._room = B - 1
+
+def _torch_begin(env: TorchBoxWorld, mask: torch.Tensor):
+    "Start the next queued episode in the envs of `mask` (E,) bool, by indexing the bank."
+    if env.device.type == 'cpu' and not mask.any(): return              # a shortcut where reading the mask is free
+    slot, m = env._begun % env.bank, mask[:, None]
+    new = {k: v[env._e, slot] for k, v in env._bank.items()}            # (E, ...) each env's next episode
+    env.grid = torch.where(m[..., None], new['grid'].long(), env.grid)
+    env.fail = torch.where(m[..., None], new['fail'], env.fail)
+    env.pos, env.gem_locks, env.ptype = (torch.where(m, new[k], getattr(env, k)) for k in ('pos', 'gem_locks', 'ptype'))
+    env.inv, env.n_inv = torch.where(m, BLANK, env.inv), torch.where(mask, 0, env.n_inv)
+    env.t, env.ret = torch.where(mask, 0, env.t), torch.where(mask, 0., env.ret)
+    env._begun += mask
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c070d
+def _torch_reset(self: TorchBoxWorld, seed: int | None = None) -> torch.Tensor:
+    "New episodes everywhere (re-seeded if `seed` is given, else the next in each env's stream); observations (E, R, C+1, 3)."
+    if seed is not None: self._seed(seed)
+    if self._room == 0: _torch_top_up(self)
+    _torch_begin(self, torch.ones(self.n_envs, dtype=torch.bool, device=self.device))
+    self._room -= 1; self._started = True
+    return self._obs()
+
+def _torch_obs(self: TorchBoxWorld) -> torch.Tensor:
+    "The observations (E, R, C+1, 3) uint8: board, player, inventory column, by one palette lookup."
+    E, R, C, cfg = self.n_envs, self.cfg.rows, self.cfg.cols, self.cfg
+    inv = self.inv[:, :R]
+    s = torch.cat([self.grid, torch.where(inv == BLANK, cfg.empty_slot_id, inv)[:, :, None]], 2)   # (E, R, C+1) screen ids
+    s = s.view(E, -1).scatter(1, (self.pos[:, 0] * (C + 1) + self.pos[:, 1])[:, None], cfg.player_id)
+    return self._palette.index_select(0, (s + 1).flatten()).view(E, R, C + 1, 3)   # the palette is stored from id −1 on
+
+def _torch_state(self: TorchBoxWorld, i: int) -> Puzzle:
+    "The current state of env i as a Puzzle (a copy; reads the device)."
+    p = self._puzzles[i][(int(self._begun[i]) - 1) % self.bank]
+    return replace(p, grid=self.grid[i].cpu().numpy().astype(np.int16), player=tuple(int(v) for v in self.pos[i]),
+                   inventory=[int(k) for k in self.inv[i, :int(self.n_inv[i])]])
+
+TorchBoxWorld.reset, TorchBoxWorld._obs, TorchBoxWorld.state = _torch_reset, _torch_obs, _torch_state
+TorchBoxWorld.puzzles = property(lambda self: [self._puzzles[i][(b - 1) % self.bank] for i, b in enumerate(self._begun.tolist())],
+                                 doc="Each env's running episode as generated (reads the device).")
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c070f
+def _at(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    "x[e, i[e]] for every env e: x (E, n), i (E,)."
+    return x.gather(1, i[:, None]).squeeze(1)
+
+def _put(x: torch.Tensor, i: torch.Tensor, mask: torch.Tensor, value) -> None:
+    "x[e, i[e]] = value[e] where mask[e], in place (other envs are written their old value)."
+    x.scatter_(1, i[:, None], torch.where(mask, value, _at(x, i))[:, None])
+
+def _torch_classify(env: TorchBoxWorld, a: torch.Tensor):
+    "Target tile (ty, tx), its id v, its left neighbour, and the (E,) masks of what the move does."
+    R, C, G, g = env.cfg.rows, env.cfg.cols, env.cfg.gem_id, env.grid.view(env.n_envs, -1)   # g (E, R·C)
+    ty, tx = env.pos[:, 0] + env._moves[a, 0], env.pos[:, 1] + env._moves[a, 1]
+    inside = (ty >= 0) & (ty < R) & (tx >= 0) & (tx < C)
+    ty, tx = ty.clamp(0, R - 1), tx.clamp(0, C - 1)
+    v = _at(g, ty * C + tx)
+    left = torch.where(tx > 0, _at(g, ty * C + (tx - 1).clamp(min=0)), BLANK)
+    right = torch.where(tx < C - 1, _at(g, ty * C + (tx + 1).clamp(max=C - 1)), BLANK)
+    holds = lambda k: (env.inv == k[:, None]).any(1)                 # (E,): colour k is in the inventory
+    colour = inside & (v >= 0) & (v != G)
+    won = colour & (left == G) & holds(env.gem_locks[:, 0]) & ((env.gem_locks[:, 1] < 0) | holds(env.gem_locks[:, 1]))
+    opened = colour & (left >= 0) & (left != G) & holds(v)
+    loose = colour & (left == BLANK) & (right == BLANK)
+    return ty, tx, v, left, inside & (v == BLANK), loose, opened, won
+
+def _torch_apply(env: TorchBoxWorld, ty, tx, v, left, blank, loose, opened):
+    "Spend and gain keys, clear the tiles, move the players: masked writes, one element per env."
+    g, C, last = env.grid.view(env.n_envs, -1), env.cfg.cols, env.inv.shape[1] - 1
+    first = (env.inv == v[:, None]).long().argmax(1)                  # (E,) the first key of the lock's colour
+    src = (env._cols + (env._cols >= first[:, None])).clamp(max=last)  # (E, R+1) skip it; the last column is blank
+    env.inv = torch.where(opened[:, None], env.inv.gather(1, src), env.inv)
+    env.n_inv = env.n_inv - opened.long()
+    _put(g, ty * C + (tx - 1).clamp(min=0), opened, BLANK)           # the opened box's key tile
+    gain = opened | loose
+    _put(env.inv, env.n_inv.clamp(max=last), gain, torch.where(opened, left, v))   # the box's key or the loose key
+    env.n_inv = env.n_inv + gain.long()
+    _put(g, ty * C + tx, gain, BLANK)
+    env.pos = torch.where((blank | gain)[:, None], torch.stack([ty, tx], 1), env.pos)
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c070g
+def _torch_actions(env: TorchBoxWorld, actions) -> torch.Tensor:
+    a = torch.as_tensor(actions)
+    bad = a.shape != (env.n_envs,) or a.dtype.is_floating_point or a.dtype.is_complex or a.dtype == torch.bool
+    if not bad and a.device.type == 'cpu': bad = bool(((a < 0) | (a >= len(ACTIONS))).any())   # no read-back from a device
+    if bad: raise ValueError(f"actions must be an int array of shape ({env.n_envs},) with values in 0..3, got {a.dtype} {tuple(a.shape)}")
+    return a.to(env.device, torch.int64)
+
+def _torch_step(self: TorchBoxWorld, actions):
+    "`TorchBoxWorld.step`: classify, apply, reward, and start the next episodes of the finished environments."
+    if not self._started: raise RuntimeError("call reset() before step()")
+    a, cfg = _torch_actions(self, actions), self.cfg
+    if self._room == 0: _torch_top_up(self)
+    ty, tx, v, left, blank, loose, opened, won = _torch_classify(self, a)
+    failed = opened & self.fail[self._e, ty, tx]
+    _torch_apply(self, ty, tx, v, left, blank, loose, opened)
+    r = torch.zeros(self.n_envs, dtype=torch.float32, device=self.device)
+    r = r.masked_fill(loose | opened, cfg.reward_key).masked_fill(failed, cfg.reward_fail).masked_fill(won, cfg.reward_gem)
+    self.t += 1; self.ret += r
+    term = won | failed
+    trunc = ~term & (self.t >= cfg.horizon) if cfg.horizon else torch.zeros_like(term)
+    done = term | trunc
+    info = dict(won=won, opened_bridge=failed, truncated=trunc, episode_return=self.ret.clone(),
+                episode_length=self.t.clone(), puzzle_type=self.ptype.clone())
+    _torch_begin(self, done); self._room -= 1
+    return self._obs(), r, done, info
+
+TorchBoxWorld.step = _torch_step

@@ -20,10 +20,10 @@ from .rl import RLConfig, train_actor_critic, evaluate_policy, random_policy
 
 # %% auto #0
 __all__ = ['RELATIONAL_AGENT', 'SIMPLICIAL_AGENT', 'DEEP_RELATIONAL_AGENT', 'SCALED_SIMPLICIAL_AGENT', 'ENCODERS', 'PAPER_AGENTS',
-           'TEST_SEED', 'VAL_SEED', 'AgentConfig', 'mlp_stack', 'EntityTorso', 'BoxWorldAgent', 'BridgeLocator',
-           'bridge_profile', 'bridge_metrics', 'bridge_trial', 'bridge_locate_experiment', 'mean_at', 'rl_profile',
-           'rl_config', 'model_path', 'rl_trial', 'boxworld_rl_experiment', 'load_agent', 'virtual_pair_attention',
-           'pair_saturation']
+           'TEST_SEED', 'VAL_SEED', 'STORED_RUNS_ENV', 'DIAGNOSTICS', 'AgentConfig', 'mlp_stack', 'EntityTorso',
+           'BoxWorldAgent', 'BridgeLocator', 'bridge_profile', 'bridge_metrics', 'bridge_trial',
+           'bridge_locate_experiment', 'mean_at', 'rl_profile', 'rl_config', 'model_path', 'rl_trial',
+           'boxworld_rl_experiment', 'load_agent', 'virtual_pair_attention', 'pair_saturation']
 
 # %% ../nbs/11_simplicial_agents.ipynb #c005
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _bridge_proxy(df: pd.DataFrame) -> Evidence:
     if 'encoder' not in df: return Evidence(None, 'no rows', df.iloc[:0])
     ev = conditions(df, 'acc_bridge', {'encoder': 'simplicial'}, {'encoder': 'relational'}, labels=('simplicial', 'relational'))
     ev.ours += f" (accuracy on bridge boards, mean over n_train {sorted(int(n) for n in df.n_train.unique())})"
-    ev.note = "the paper has no supervised experiment; the rows' `val_acc` field holds the validation loss (a naming bug) and is not used"
+    ev.note = "the paper has no supervised experiment"
     return ev                                          # convergence from the rows' best_step of steps
 
 def _rl_learns(df: pd.DataFrame) -> Evidence:
@@ -168,9 +168,10 @@ def bridge_profile() -> dict:
                   n_val=2000, n_test=10000, max_epochs=200, patience=15))
 
 TEST_SEED, VAL_SEED = 2_000_000, 1_000_000   # seeds of the test set (one for all trials) and of each trial's validation set
+STORED_RUNS_ENV = BoxWorldConfig(start='random', inventory_colour='floor')   # the settings the stored rows were made with
 
 def _boards(n: int, seed: int) -> dict:
-    d = bridge_dataset(n, seed)
+    d = bridge_dataset(n, seed, STORED_RUNS_ENV)
     return dict(obs=torch.as_tensor(d['obs']), label=torch.as_tensor(d['label']),
                 has_bridge=torch.as_tensor(d['has_bridge']), puzzle_type=torch.as_tensor(d['puzzle_type']))
 
@@ -198,8 +199,9 @@ def bridge_trial(encoder: str, n_train: int, seed: int) -> dict:
     cfg = TrainConfig(optimizer='adam', lr=1e-3, batch_size=64, max_epochs=P['max_epochs'], patience=P['patience'],
                       monitor='loss', mode='min')        # accuracy sits on the majority class for epochs before it moves
     res = fit(model, Classification(), (train['obs'], train['label']), (val['obs'], val['label']), cfg, seed=seed)   # $RELBOOK_DEVICE, else cuda if there
-    return dict(**bridge_metrics(model, test), best_step=res.best_step, steps=res.steps, val_acc=res.best_score,
-                n_params=sum(p.numel() for p in model.parameters()), fit_s=res.wall_time_s)
+    best = next((h for h in res.history if h.get('step') == res.best_step), {})   # the evaluation of the restored model
+    return dict(**bridge_metrics(model, test), best_step=res.best_step, steps=res.steps, val_loss=res.best_score,
+                val_acc=best.get('val_acc', math.nan), n_params=sum(p.numel() for p in model.parameters()), fit_s=res.wall_time_s)
 
 @experiment('bridge_locate')
 def bridge_locate_experiment() -> pd.DataFrame:
@@ -245,12 +247,22 @@ def _eval_metrics(ev: dict, prefix: str = 'eval_') -> dict:
     for a in (1, 2, 3): out[f'{prefix}win_len{a}'] = float(ep[ep.a == a].won.mean()) if (ep.a == a).any() else float('nan')
     return out
 
+DIAGNOSTICS = ('entropy', 'rho_mean', 'rho_clipped', 'log_rho_abs', 'grad_norm')   # the learner's, per update (LOSS_KEYS)
+
+def _train_diagnostics(history: list[dict], tail: float = 0.25) -> dict:
+    "`train_<k>`: the last history row (mean over its updates); `train_<k>_tail`: mean over the last quarter of the rows."
+    rows = [r for r in history if all(k in r for k in DIAGNOSTICS)]
+    if not rows: return {}
+    last = rows[-max(1, math.ceil(tail * len(rows))):]
+    return {**{f'train_{k}': float(rows[-1][k]) for k in DIAGNOSTICS},
+            **{f'train_{k}_tail': float(np.mean([r[k] for r in last])) for k in DIAGNOSTICS}}
+
 def rl_trial(agent: str, seed: int) -> dict:
     "Train one agent (or evaluate the random policy) and evaluate it on fresh episodes."
     check_choice(agent, 'agent', ['random', *ENCODERS])
     P = rl_profile()
-    env_cfg = BoxWorldConfig(horizon=P['horizon'])
-    eval_cfg = BoxWorldConfig(horizon=P['horizon'] or 2000)                  # evaluation always ends its episodes
+    env_cfg = replace(STORED_RUNS_ENV, horizon=P['horizon'])
+    eval_cfg = replace(STORED_RUNS_ENV, horizon=P['horizon'] or 2000)        # evaluation always ends its episodes
     eval_env = lambda: VecBoxWorld(32, eval_cfg, seed=10_000 + seed)          # the same episodes for every agent of a seed
     device = get_device()                                                    # $RELBOOK_DEVICE, else cuda if available
     eval_kw = dict(n_episodes=P['eval_episodes'], seed=seed, device=device)
@@ -260,9 +272,11 @@ def rl_trial(agent: str, seed: int) -> dict:
     net = BoxWorldAgent(ENCODERS[agent])
     res = train_actor_critic(net, VecBoxWorld(P['n_envs'], env_cfg, seed=seed), rl_config(P), seed=seed, device=device)
     atomic_write(model_path(agent, seed), lambda tmp: torch.save({k: v.half().cpu() for k, v in net.state_dict().items()}, tmp))
-    hist = [{k: r[k] for k in ('frames', 'wall_time_s', 'win_rate', 'mean_return', 'n_episodes') if k in r} for r in res.history]
+    keep = ('frames', 'wall_time_s', 'win_rate', 'mean_return', 'episodes', *DIAGNOSTICS)   # 'episodes': finished since the last row
+    hist = [{k: r[k] for k in keep if k in r} for r in res.history]
     return dict(**_eval_metrics(evaluate_policy(net, eval_env(), **eval_kw)), frames=hist[-1]['frames'] if hist else 0,
-                train_s=hist[-1]['wall_time_s'] if hist else 0.0, history=hist, n_params=sum(p.numel() for p in net.parameters()))
+                train_s=hist[-1]['wall_time_s'] if hist else 0.0, **_train_diagnostics(res.history), history=hist,
+                n_params=sum(p.numel() for p in net.parameters()))
 
 @experiment('boxworld_rl')
 def boxworld_rl_experiment() -> pd.DataFrame:

@@ -49,11 +49,12 @@ def test_constants_slots_palette():
     assert slots(CFG) == [(1, 1), (1, 4), (1, 7), (3, 1), (3, 4), (3, 7), (5, 1), (5, 4), (5, 7)]
     assert len(slots(BoxWorldConfig(rows=9, cols=9, bridge=False))) == 12
     P = palette(CFG)
-    assert P.shape == (23, 3) and P.dtype == np.uint8
+    assert P.shape == (24, 3) and P.dtype == np.uint8
     assert P[CFG.gem_id].tolist() == [255, 255, 255] and P[BLANK].tolist() == [220, 220, 220]
+    assert P[CFG.empty_slot_id].tolist() == [10, 10, 10]                    # the official empty inventory slot
     assert P[CFG.player_id].tolist() == [128, 128, 128]
     assert P[0].tolist() == [204, 61, 61] and P[5].tolist() == [133, 204, 61]   # HSV (18k/360, 0.7, 0.8), k = 0, 5
-    assert len({tuple(c) for c in P}) == 23
+    assert len({tuple(c) for c in P}) == 24
 
 
 @pytest.mark.parametrize('kwargs, message', [
@@ -66,6 +67,8 @@ def test_constants_slots_palette():
     (dict(rows=3), 'rows and cols must be >= 4'),
     (dict(cols=2.5), 'cols must be a positive int'),
     (dict(bridge='yes'), 'bridge must be one of'),
+    (dict(start='centre'), 'start must be one of'),
+    (dict(inventory_colour='black'), 'inventory_colour must be one of'),
     (dict(rows=9, cols=9, bridge=False, solution_lengths=range(1, 6), n_distractors=range(5), distractor_length=2),
      'needs 14 box slots but a 9x9 board has 12'),
 ])
@@ -136,6 +139,28 @@ def test_generate_puzzle_bad_arguments_and_determinism():
     assert all((x.grid == y.grid).all() and x.player == y.player for x, y in zip(p, q))
 
 
+STORED = replace(CFG, start='random', inventory_colour='floor')      # chapter 11's stored runs
+
+
+@pytest.mark.parametrize('cfg', [CFG, ORIG], ids=['bridge', 'original'])
+def test_start_option_keeps_the_boards(cfg):
+    "start='top_left' (the default, official) vs 'random': the same boards from a seed, only the player differs."
+    a, b = puzzles(cfg, 300, 11), puzzles(replace(cfg, start='random', inventory_colour='floor'), 300, 11)
+    assert all((x.grid == y.grid).all() and x.puzzle_type == y.puzzle_type for x, y in zip(a, b))
+    assert {x.player for x in a} == {(0, 0)}
+    assert all(y.grid[y.player] == BLANK for y in b) and len({y.player for y in b}) > 20
+
+
+def test_inventory_colour_in_every_renderer():
+    for cfg, empty in ((CFG, [10, 10, 10]), (STORED, palette(CFG)[BLANK].tolist())):
+        vec, env = VecBoxWorld(4, cfg, seed=3), BridgeBoxWorld(cfg)
+        obs = vec.reset()
+        assert (obs[:, :, 9] == empty).all(), "an empty inventory column at the start of every episode"
+        assert (env.reset(options={'puzzle': vec.puzzles[0]})[0] == obs[0]).all()
+        assert (bridge_dataset(8, 0, cfg)['obs'][:, :, 9] == empty).all()
+    assert (VecBoxWorld(4, CFG, seed=3).reset()[:, 0, 0] == palette(CFG)[CFG.player_id]).all()   # the player at (0, 0)
+
+
 def test_generation_statistics():
     n = 6000
     ps = puzzles(CFG, n, 3)
@@ -163,7 +188,10 @@ def test_scripted_rules():
     assert play(p, 'u') == [(0., False, False, False)] and p.player == (0, 4)      # wall
     assert play(p, 'd')[0][0] == 1. and p.inventory == [h(2)]                     # loose key
     obs = render(p, CFG)
-    assert (obs[0, 9] == palette(CFG)[h(2)]).all() and (obs[1:, 9] == palette(CFG)[BLANK]).all()
+    assert (obs[0, 9] == palette(CFG)[h(2)]).all() and (obs[1:, 9] == [10, 10, 10]).all()   # official empty slots
+    floor = render(p, replace(CFG, inventory_colour='floor'))
+    assert (floor[0, 9] == palette(CFG)[h(2)]).all() and (floor[1:, 9] == palette(CFG)[BLANK]).all()
+    assert (floor[:, :9] == obs[:, :9]).all()                                    # only the empty slots differ
     assert (obs[1, 4] == palette(CFG)[CFG.player_id]).all()
     assert play(p, 'urrrd')[-1][0] == 0. and p.player == (0, 7)                  # key tile of a box blocks
     assert play(p, 'rd')[-1] == (1., False, False, False) and p.inventory == [h(1)]   # open: +1

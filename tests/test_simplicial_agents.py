@@ -71,3 +71,54 @@ def test_experiments_run_at_smoke(tmp_path):
     with pytest.raises(ValueError, match='no trained'):
         load_agent('relational (4 blocks)', 7)
     assert model_path('relational (4 blocks)', 1).name == 'relational_4_blocks-seed1.pt'
+
+
+# --- the rows the experiments store (issue 19) ----------------------------------------------------
+
+def test_bridge_trial_row_val_loss_is_the_fits_best_loss(monkeypatch):
+    "`val_loss` is the early-stopping fit's best validation loss; `val_acc` is that model's validation accuracy, not a loss."
+    import relbook.simplicial_agents as sa
+    fits, real_fit = [], sa.fit
+    monkeypatch.setattr(sa, 'fit', lambda *a, **k: fits.append(real_fit(*a, **k)) or fits[-1])
+    row = sa.bridge_trial('relational', 64, 0)
+    (res,) = fits
+    assert row['val_loss'] == res.best_score == min(h['val_loss'] for h in res.history)
+    best = next(h for h in res.history if h['step'] == res.best_step)
+    assert row['val_acc'] == best['val_acc'] and 0 <= row['val_acc'] <= 1
+    assert row['val_acc'] != row['val_loss']
+
+
+def test_committed_bridge_rows_store_the_loss_as_val_loss():
+    "The committed quick rows were migrated: the loss is under `val_loss`; any `val_acc` is an accuracy."
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / 'results' / 'bridge_locate-quick.jsonl'
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert len(rows) == 32 and all(r['val_loss'] > 0 for r in rows)
+    assert all(0 <= r['val_acc'] <= 1 for r in rows if 'val_acc' in r)
+
+
+def test_rl_trial_row_keeps_learner_diagnostics_and_episode_counts():
+    from relbook.simplicial_agents import DIAGNOSTICS
+    row = rl_trial('relational', 0)
+    keys = [f'train_{k}{s}' for k in DIAGNOSTICS for s in ('', '_tail')]
+    assert all(k in row and np.isfinite(row[k]) for k in keys), {k: row.get(k) for k in keys}
+    assert row['train_entropy'] > 0 and row['train_rho_mean'] > 0 and 0 <= row['train_rho_clipped'] <= 1
+    assert row['train_grad_norm'] > 0
+    assert row['history'] and all('episodes' in h and isinstance(h['episodes'], int) for h in row['history'])
+    assert all(all(k in h for k in DIAGNOSTICS) for h in row['history'])
+    assert row['train_entropy'] == row['history'][-1]['entropy']
+    assert not any(k.startswith('train_') for k in rl_trial('random', 0))     # nothing was trained
+
+
+def test_stored_runs_env_reproduces_the_committed_experiments():
+    "STORED_RUNS_ENV gives, byte for byte, the boards and episodes of the environment the stored rows were made with."
+    import hashlib
+    from relbook.simplicial_agents import STORED_RUNS_ENV
+    d = bridge_dataset(64, 0, STORED_RUNS_ENV)
+    assert hashlib.sha1(d['obs'].tobytes() + d['label'].tobytes()).hexdigest() == '41404a2e7eabb317181382ada589a4fe60df9772'
+    vec = VecBoxWorld(8, replace(STORED_RUNS_ENV, horizon=30), seed=3)
+    h, rng = hashlib.sha1(vec.reset().tobytes()), np.random.default_rng(0)
+    for _ in range(200):
+        o, r, d, _ = vec.step(rng.integers(4, size=8)); h.update(o.tobytes()); h.update(r.tobytes()); h.update(d.tobytes())
+    assert h.hexdigest() == '8d7b0bc0453e5ae903340e1880d93bc51b247456'
