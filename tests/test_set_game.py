@@ -9,7 +9,9 @@ from relbook.set_game import (COLORS, SHADINGS, SHAPES, EmbedderConfig, CardCNN,
                               render_card, deck, card_index, augment_cards, attribute_bits, card_embeddings, train_embedder,
                               is_set, all_triples, set_triples, split_triples, sample_triples, set_data, unordered_key,
                               set_bits, pair_data, set_model, transplant_relation, mean_acc,
-                              set_classification_trial, set_modular_trial, pretrain_relations, SET_MODELS, MODULAR_MODELS)
+                              set_classification_trial, set_modular_trial, pretrain_relations, SET_MODELS, MODULAR_MODELS,
+                              official_triples, official_set_data, sampled_data, ordered_key, seen_sets, leak_stats,
+                              set_sampling_trial, SAMPLINGS)
 from relbook.abstractor import AbstractorClassifier
 from dataclasses import replace
 
@@ -102,6 +104,40 @@ def test_sample_triples_errors():
         sample_triples(pools['test'], 0)
 
 
+def test_official_triples_follow_the_official_generator():
+    attrs = deck()[1]
+    idx, y = official_triples(4000, torch.Generator().manual_seed(2))
+    assert idx.shape == (4000, 3) and y.tolist()[:4] == [1, 0, 1, 0] and int(y.sum()) == 2000
+    pos, neg = idx[0::2], idx[1::2]
+    assert is_set(attrs[pos]).all()                                      # positives are SETs ...
+    assert len(unordered_key(pos).unique()) < 2000                       # ... drawn with replacement ...
+    assert len(ordered_key(pos).unique()) == len(unordered_key(pos).unique())   # ... each in one fixed card order
+    assert not (neg[:, :, None] == pos[:, None, :]).any()                 # a negative avoids its SET's cards
+    assert (neg.sort(-1).values.diff(dim=-1) > 0).all()                   # three distinct cards
+    assert 0 < int(is_set(attrs[neg]).sum()) < 0.03 * len(neg)            # unchecked: about 1 in 79 is a SET labelled 0
+    assert torch.equal(official_triples(4000, torch.Generator().manual_seed(2))[0], idx)
+    with pytest.raises(ValueError, match='n must be an even int'):
+        official_triples(7)
+
+
+def test_official_split_leaks_and_ours_does_not():
+    data = official_set_data(3000, seed=4)
+    assert [len(data[k][1]) for k in ('train', 'val', 'test')] == [3000, 1000, 2000]
+    s = leak_stats(data)
+    assert abs(s['test_sets_seen'] - (1 - (1 - 1 / 1080) ** 1500)) < 0.06 and 0 < s['neg_sets_test'] < 0.03
+    seen = seen_sets(data)
+    assert not seen[data['test'][1] == 0].any()                            # only SETs can be "seen"
+    assert torch.equal(official_set_data(1000, 4)['train'][0], official_set_data(3000, 4)['train'][0][:1000])   # nested
+    assert torch.equal(official_set_data(1000, 4)['test'][0], data['test'][0])                              # one test set per seed
+    ours = leak_stats(sampled_data('ours', 3000, 4))
+    assert ours == {'test_sets_seen': 0.0, 'neg_sets_train': 0.0, 'neg_sets_test': 0.0}
+    assert SAMPLINGS == ('ours', 'official')
+    with pytest.raises(ValueError, match=r'n_train must be an int in 1\.\.7000'):
+        official_set_data(8000, 0)
+    with pytest.raises(ValueError, match='sampling must be one of'):
+        sampled_data('tf', 100, 0)
+
+
 def test_set_bits_determine_the_label():
     attrs = deck()[1]
     A = attrs[all_triples()]
@@ -186,6 +222,13 @@ def test_trials_run_and_report():
     assert r['n_params'] == sum(p.numel() for p in SymbolicMLP().parameters())
     with pytest.raises(ValueError, match='model must be one of'):
         set_modular_trial('Transformer', 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
+    r = set_sampling_trial('CoRelNet (no softmax)', 'official', 500, seed=0, epochs=1, patience=None)
+    assert {'test_acc', 'test_acc_seen', 'test_acc_unseen', 'test_acc_neg', 'test_sets_seen', 'neg_sets_test'} <= set(r)
+    assert 0 < r['test_sets_seen'] < 1 and all(0 <= r[k] <= 1 for k in ('test_acc_seen', 'test_acc_unseen', 'test_acc_neg'))
+    torch.manual_seed(1); ours = set_sampling_trial('CoRelNet (no softmax)', 'ours', 64, seed=0, epochs=2, patience=None)
+    assert ours['test_acc_seen'] is None and ours['test_sets_seen'] == 0
+    torch.manual_seed(1); same = set_classification_trial('CoRelNet (no softmax)', 64, seed=0, epochs=2, patience=None)
+    assert ours['test_loss'] == same['test_loss']                     # our sampling repeats Experiment 1's trial exactly
 
 
 def test_mean_acc():
