@@ -23,8 +23,8 @@ from .core import (PROFILES, get_profile, using_profile, seed_everything, get_de
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
            'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for', 'make_scheduler',
-           'FitResult', 'BudgetExhausted', 'deadline', 'time_budget', 'fit', 'trial_key', 'ResultsStore', 'grid',
-           'store_for', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
+           'FitResult', 'BudgetExhausted', 'deadline', 'stored_only', 'time_budget', 'fit', 'trial_key', 'ResultsStore',
+           'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -242,6 +242,12 @@ def deadline() -> float | None:
         try: dl = float(os.environ['RELBOOK_DEADLINE'])
         except ValueError: raise ValueError(f"RELBOOK_DEADLINE must be a Unix time in seconds, got {os.environ['RELBOOK_DEADLINE']!r}")
     return dl
+
+def stored_only() -> bool:
+    "True when `$RELBOOK_STORED_ONLY` is 1/true/yes: sweeps train nothing and return the rows already stored (render a page from them)."
+    v = os.environ.get('RELBOOK_STORED_ONLY', '').strip().lower()
+    if v not in ('', '0', 'false', 'no', '1', 'true', 'yes'): raise ValueError(f"RELBOOK_STORED_ONLY must be 1/true/yes or 0/false/no, got {v!r}")
+    return v in ('1', 'true', 'yes')
 
 @contextlib.contextmanager
 def time_budget(seconds: float):
@@ -480,6 +486,9 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     if len(set(keys)) != len(keys): raise ValueError(f"trials of {name!r} contain duplicates")
     (shard, n_shards), done = _shard(), store.done()      # parallel workers split the trials, share the store
     todo = [(p, k) for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and i % n_shards == shard]
+    if stored_only() and todo:                                # render from what is stored; train nothing
+        warnings.warn(f"{name}: RELBOOK_STORED_ONLY is set: {len(todo)} unfinished trials skipped, {len(done)} stored rows used")
+        todo = []
     ck_dir = store.path.parent / 'checkpoints' / store.path.stem      # <name>-<profile>: profiles never share a checkpoint
     walls = _wall_times(store, name) if deadline() is not None else []   # read once; this worker's trials added below
     with _sweep_worker(ck_dir, shard, n_shards):

@@ -127,6 +127,18 @@ def test_sweep_shards(tmp_path, monkeypatch):
         run_sweep('s', trials, lambda n: {'v': n}, store=store, progress=False)
 
 
+def test_sweep_stored_only_trains_nothing(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path / 'o.jsonl')
+    run_sweep('o', grid(n=[1, 2]), lambda n: {'v': n}, store=store, progress=False)
+    monkeypatch.setenv('RELBOOK_STORED_ONLY', '1')
+    with pytest.warns(UserWarning, match='2 unfinished trials skipped, 2 stored rows used'):
+        df = run_sweep('o', grid(n=[1, 2, 3, 4]), lambda n: 1 / 0, store=store, progress=False)
+    assert sorted(df.n) == [1, 2]                                    # the stored rows, nothing trained
+    monkeypatch.setenv('RELBOOK_STORED_ONLY', 'maybe')
+    with pytest.raises(ValueError, match='RELBOOK_STORED_ONLY'):
+        run_sweep('o', grid(n=[1]), lambda n: {'v': n}, store=store, progress=False)
+
+
 def test_grid_and_split_validation():
     with pytest.raises(ValueError, match="grid axis 'n' must be a non-empty list"):
         grid(n=[])
