@@ -21,7 +21,7 @@ from .rl import RLConfig, train_actor_critic, evaluate_policy, random_policy
 # %% auto #0
 __all__ = ['RELATIONAL_AGENT', 'SIMPLICIAL_AGENT', 'DEEP_RELATIONAL_AGENT', 'SCALED_SIMPLICIAL_AGENT', 'ENCODERS', 'PAPER_AGENTS',
            'TEST_SEED', 'VAL_SEED', 'STORED_RUNS_ENV', 'DIAGNOSTICS', 'AgentConfig', 'mlp_stack', 'EntityTorso',
-           'BoxWorldAgent', 'BridgeLocator', 'bridge_profile', 'bridge_metrics', 'bridge_trial',
+           'BoxWorldAgent', 'BridgeLocator', 'benchmark_agents', 'bridge_profile', 'bridge_metrics', 'bridge_trial',
            'bridge_locate_experiment', 'mean_at', 'rl_profile', 'rl_config', 'model_path', 'rl_trial',
            'boxworld_rl_experiment', 'load_agent', 'virtual_pair_attention', 'pair_saturation']
 
@@ -99,6 +99,32 @@ class BridgeLocator(BoxWorldAgent):
         del self.value
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.policy(self.features(obs))
+
+# %% ../nbs/11_simplicial_agents.ipynb #bench-fn
+def benchmark_agents(agents: tuple = tuple(PAPER_AGENTS), batch: int = 256, repeats: int = 5,
+                     device: str | torch.device = 'cpu', threads: int | None = 1, seed: int = 0) -> pd.DataFrame:
+    "Median ms of one learner update (forward, policy + value loss, backward) per agent, on random boards of the default size."
+    from relbook.simplicial import _median_ms
+    from relbook.core import check_positive
+    check_positive(batch, 'batch'); check_positive(repeats, 'repeats')
+    device, old = torch.device(device), torch.get_num_threads()
+    if threads: torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(seed)
+        obs = torch.randint(0, 256, (batch, 7, 10, 3), generator=g, dtype=torch.uint8).to(device)
+        rows = []
+        for name in agents:
+            check_choice(name, 'agent', tuple(ENCODERS))
+            torch.manual_seed(seed); net = BoxWorldAgent(ENCODERS[name]).to(device)
+            def step():
+                net.zero_grad(set_to_none=True)
+                logits, value = net(obs)
+                (logits.logsumexp(-1).mean() + value.square().mean()).backward()
+            rows.append(dict(agent=name, ms=_median_ms(step, repeats, device), batch=batch, device=str(device),
+                             threads=threads or old, params=sum(p.numel() for p in net.parameters())))
+    finally: torch.set_num_threads(old)
+    df = pd.DataFrame(rows)
+    return df.assign(vs_relational=df['ms'] / df.loc[df.agent == 'relational', 'ms'].iloc[0]) if 'relational' in set(df.agent) else df
 
 # %% ../nbs/11_simplicial_agents.ipynb #c010b
 from .evidence import claim, compare, conditions, select, Evidence

@@ -122,3 +122,12 @@ def test_stored_runs_env_reproduces_the_committed_experiments():
     for _ in range(200):
         o, r, d, _ = vec.step(rng.integers(4, size=8)); h.update(o.tobytes()); h.update(r.tobytes()); h.update(d.tobytes())
     assert h.hexdigest() == '8d7b0bc0453e5ae903340e1880d93bc51b247456'
+
+
+def test_benchmark_agents_times_a_learner_step_per_agent():
+    from relbook.simplicial_agents import benchmark_agents
+    df = benchmark_agents(batch=2, repeats=1)
+    assert list(df.agent) == ['relational', 'simplicial', 'relational (4 blocks)']
+    assert (df.ms > 0).all() and df.loc[df.agent == 'relational', 'vs_relational'].item() == 1.0
+    with pytest.raises(ValueError, match='batch'):
+        benchmark_agents(batch=0)
