@@ -291,9 +291,9 @@ def _robustness(kind: str):
         clean = rows.groupby('model')['clean_ar_seq_acc'].mean()
         note = (f"clean accuracy: Abstractor {clean.get('Abstractor', math.nan):.3f}, Transformer {clean.get('Transformer', math.nan):.3f}; "
                 f"levels where either model keeps ≥ {INFORMATIVE} full-sequence accuracy: {levels or 'none'}")
-        if not levels:
-            return Evidence(None, 'neither model sorts any test sequence under this corruption at any level > 0', rows,
-                            note=note + '; no level can tell the models apart: not evidence either way', convergence_keys=CONVERGENCE)
+        if not levels:      # nothing survives anywhere: compared over every level, the shares are all 0 -> inconclusive
+            note += '; no level can tell the models apart (both keep nothing): not evidence either way'
+        levels = levels or list(r.columns)
         ab, tf = r.xs('Abstractor', level='model')[levels], r.xs('Transformer', level='model')[levels]
         per_level = ', '.join(f"{s:g}: {ab[s].mean():.2f} vs {tf[s].mean():.2f}" for s in levels)
         ours = f"share kept, mean over levels {levels}: Abstractor {ab.mean(axis=1).mean():.3f}, Transformer {tf.mean(axis=1).mean():.3f} ({per_level})"
