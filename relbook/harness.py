@@ -487,7 +487,7 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     (shard, n_shards), done = _shard(), store.done()      # parallel workers split the trials, share the store
     todo = [(p, k) for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and i % n_shards == shard]
     if stored_only() and todo:                                # render from what is stored; train nothing
-        warnings.warn(f"{name}: RELBOOK_STORED_ONLY is set: {len(todo)} unfinished trials skipped, {len(done)} stored rows used")
+        warnings.warn(f"{name}: RELBOOK_STORED_ONLY is set: {len(todo)} unfinished trials skipped, {sum(k in done for k in keys)} stored rows used")
         todo = []
     ck_dir = store.path.parent / 'checkpoints' / store.path.stem      # <name>-<profile>: profiles never share a checkpoint
     walls = _wall_times(store, name) if deadline() is not None else []   # read once; this worker's trials added below
