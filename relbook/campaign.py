@@ -14,8 +14,10 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RUNBOOK_PAGE', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'merge',
-           'campaign', 'runbook_frame', 'render_runbook']
+__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
+           'SHARED_ARTEFACTS', 'RUNBOOK_PAGE', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'merge',
+           'campaign', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'estimate', 'runbook_frame',
+           'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -57,9 +59,10 @@ def plan(names: Sequence[str] | None = None, profile: str = 'gpu') -> list[str]:
         unknown = [n for n in names if n not in exps]
         if unknown: raise ValueError(f"unknown experiments {unknown}; known: {sorted(exps)}")
         return list(dict.fromkeys(names))
-    from relbook.evidence import judge_all
+    from relbook.evidence import judge_all, PROFILE_ORDER
     rank: dict[str, int] = {}
     for j in judge_all():
+        if j.profile is not None and PROFILE_ORDER.index(j.profile) < PROFILE_ORDER.index(profile): continue   # shown from a larger profile
         r = _RANK.get(j.verdict, 3 if j.provisional else 4)
         for e in j.claim.experiments: rank[e] = min(rank.get(e, 5), r)
     with_claims = sorted(rank, key=lambda e: (rank[e], e))
@@ -189,6 +192,172 @@ def _worker(argv: Sequence[str]) -> int:
         except BudgetExhausted: return 3
     return 0
 
+# %% ../nbs/97_campaign.ipynb #est-probe
+import contextlib, shutil, tempfile
+import numpy as np
+from .core import using_profile, seed_everything, repo_root, atomic_write
+from .harness import _fit_probe, _sweep_probe, _train_step, SweepIntercepted, FitResult, subset, n_items
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+class _OpCounter(TorchDispatchMode):
+    "Counts the operators dispatched inside it (views included: each costs a dispatch) and, if `timed`, the seconds they take."
+    def __init__(self, timed: bool = False): super().__init__(); self.n, self.s, self.paused, self.timed = 0, 0.0, False, timed
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.paused or not self.timed:
+            self.n += not self.paused
+            return func(*args, **(kwargs or {}))
+        t0 = time.perf_counter(); out = func(*args, **(kwargs or {})); self.s += time.perf_counter() - t0; self.n += 1
+        return out
+
+def _count(f) -> tuple[int, int]:
+    "(operators, FLOPs) of one call of `f`."
+    import torch
+    ops, flops = _OpCounter(), FlopCounterMode(display=False)
+    with flops, ops: f()
+    return ops.n, int(flops.get_total_flops())
+
+REAL_FIT_S = 20.0   # a fit whose whole budget would take at most this long here is also trained (e.g. a shared embedder)
+
+def _probe_fit(records: list, outer: _OpCounter | None = None):
+    "A stand-in for `fit` that measures one training step and one validation instead of training (`outer` pauses meanwhile)."
+    import torch
+    from relbook.harness import fit
+    def probe(model, task, train, val, cfg, opt, sched, amp, gen, max_steps, eval_every, device, seed):
+        if outer is not None: outer.paused = True
+        n = n_items(train)
+        batch = lambda: subset(train, torch.randperm(n, generator=gen)[:cfg.batch_size].to(device))
+        t_start = time.perf_counter()
+        _train_step(model, task, batch(), opt, sched, amp, cfg)                 # warm-up: lazy state, allocator
+        b = batch()
+        def step():
+            model.train()
+            with amp: loss = task.loss(model, b)
+            loss.backward()
+        t0 = time.perf_counter(); o_step, f_step = _count(step); t_step = time.perf_counter() - t0
+        opt.zero_grad(set_to_none=True)
+        o_val = f_val = 0
+        if val is not None: o_val, f_val = _count(lambda: task.evaluate(model, val, cfg.eval_batch_size))
+        records.append(dict(max_steps=int(max_steps), eval_every=int(eval_every), ops_step=o_step, flops_step=f_step,
+                            ops_val=o_val, flops_val=f_val, grad_clip=bool(cfg.grad_clip), cpu_step_s=t_step,
+                            probe_s=time.perf_counter() - t_start, trained=max_steps * t_step <= REAL_FIT_S))
+        try:
+            if not records[-1]['trained']: return FitResult([], 0, float('nan'), 0, False, 0.0, int(max_steps))
+            token = _fit_probe.set(None)          # cheap: train it for real, so that what depends on it works
+            try: return fit(model, task, train, val, cfg, device=device, seed=seed, progress=False, checkpoint=None)
+            finally: _fit_probe.reset(token); records[-1]['probe_s'] = time.perf_counter() - t_start
+        finally:
+            if outer is not None: outer.paused = False
+    return probe
+
+# %% ../nbs/97_campaign.ipynb #est-cost
+GPU_PLAN = 'results/gpu_plan.json'   # the estimates, written by `relbook estimate`, rendered into the runbook page
+OPT_OPS = 4          # per update on CUDA: fused Adam and the scheduler (zero_grad with set_to_none launches nothing)
+CLIP_OPS = 4         # gradient clipping: a foreach norm, the clip factor, a foreach scale
+OLD_STEP_OPS = 14    # the calibration run's harness: foreach Adam (about 12 launches), loss.item() and a finiteness check
+F_EFF = 100e12       # FLOP/s assumed for these small bf16 matrices on an H100 (a tenth of the dense peak)
+
+@contextlib.contextmanager
+def _env(key: str, value: str):
+    old = os.environ.get(key); os.environ[key] = value
+    try: yield
+    finally:
+        if old is None: os.environ.pop(key, None)
+        else: os.environ[key] = old
+
+def intercept(name: str, profile: str = 'gpu') -> tuple[list[dict], Callable]:
+    "The trials and trial function experiment `name` would run at `profile`, without running any."
+    exps = load_all_experiments()
+    if name not in exps: raise ValueError(f"unknown experiment {name!r}; known: {sorted(exps)}")
+    token = _sweep_probe.set(True)
+    try:
+        with using_profile(profile): exps[name]()
+    except SweepIntercepted as e: return e.trials, e.run_trial
+    finally: _sweep_probe.reset(token)
+    raise ValueError(f"experiment {name!r} runs no sweep through run_sweep: nothing to estimate")
+
+SHARED_ARTEFACTS = ('set_embedder',)   # results/checkpoints/<dir>: made once per machine, shared by every trial; probes copy them
+
+def probe_trials(name: str, profile: str = 'gpu', limit: int | None = None) -> list[dict]:
+    "One probed trial per configuration (all parameters but the seed) of `name` at `profile`: fit counts and the rest's CPU time."
+    trials, run_trial = intercept(name, profile)
+    groups: dict[str, list[dict]] = {}
+    for p in trials: groups.setdefault(trial_key({k: v for k, v in p.items() if k != 'seed'}), []).append(p)
+    out = []
+    real = (repo_root() or Path.cwd()) / 'results' / 'checkpoints'
+    with tempfile.TemporaryDirectory() as tmp, _env('RELBOOK_RESULTS', tmp), using_profile(profile):  # caches stay out of results/
+        for d in SHARED_ARTEFACTS:
+            if (real / d).is_dir(): shutil.copytree(real / d, Path(tmp) / 'checkpoints' / d)
+        for key, ps in list(groups.items())[:limit]:
+            recs, p, outer = [], ps[0], _OpCounter(timed=True)     # outer: the torch work outside the fits (data, tests)
+            seed_everything(int(p.get('seed', 0)))
+            token, t0 = _fit_probe.set(_probe_fit(recs, outer)), time.perf_counter()
+            try:
+                with outer: run_trial(**p)
+            finally: _fit_probe.reset(token)
+            rest = max(0.0, time.perf_counter() - t0 - sum(r['probe_s'] for r in recs))
+            out.append(dict(config=json.loads(key), trials=len(ps), fits=recs, ops_rest=outer.n,
+                            rest_s=max(0.0, rest - outer.s)))     # CPU time outside torch (data, Python), as it costs here
+    return out
+
+def trial_seconds(rec: dict, c: float, flops_per_s: float = F_EFF, step_share: float = 1.0) -> float:
+    "Estimated GPU seconds of one probed trial: its fits' updates and validations, its other operators, the rest as timed here."
+    t = rec['rest_s'] + c * rec.get('ops_rest', 0)
+    for f in rec['fits']:
+        steps = step_share * f['max_steps']
+        ops = f['ops_step'] + OPT_OPS + (CLIP_OPS if f['grad_clip'] else 0)
+        t += steps * (c * ops + f['flops_step'] / flops_per_s)
+        t += math.ceil(steps / f['eval_every']) * (c * f['ops_val'] + f['flops_val'] / flops_per_s)
+    return t
+
+# %% ../nbs/97_campaign.ipynb #est-cal
+def calibrate(store: str | Path | None = None) -> dict:
+    "c, the H100 seconds per dispatched operator, from the `kernel_fit` trials that ran on one (see the text above)."
+    path = Path(store) if store else (repo_root() or Path.cwd()) / 'results' / 'kernel_fit-full.jsonl'
+    rows = [r for r in ResultsStore(path).rows() if 'H100' in str(r.get('device_name', ''))]
+    if not rows: raise ValueError(f"no H100 rows of kernel_fit in {path}: nothing to calibrate against")
+    f = probe_trials('kernel_fit', 'full', limit=1)[0]['fits'][0]
+    per_step = float(np.median([r['wall_time_s'] / r['params']['steps'] for r in rows]))   # the final grid test counted as training
+    return dict(c=per_step / (f['ops_step'] + OLD_STEP_OPS), seconds_per_step=per_step, ops_step=f['ops_step'] + OLD_STEP_OPS,
+                rows=len(rows), device=rows[0]['device_name'], commit=rows[0].get('git_sha'))
+
+def _step_share(name: str) -> float:
+    "The median share of the step budget this experiment's `quick` trials used before patience stopped them (1 if unknown)."
+    rows = [r for r in store_for(name, 'quick').rows() if r.get('fit_max_steps') and r.get('fit_steps') is not None]
+    return float(np.median([r['fit_steps'] / r['fit_max_steps'] for r in rows])) if rows else 1.0
+
+def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: int = 4,
+             out: str | Path | None = GPU_PLAN, cal: dict | None = None) -> dict:
+    "Estimated H100 minutes of each experiment at `profile` (default: every one a campaign would run), written to (merged into) `out`."
+    check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
+    names = list(names) if names else plan(None, profile)
+    cal = cal or calibrate()
+    exps = {}
+    for n in names:
+        try: recs = probe_trials(n, profile)
+        except ValueError as e: exps[n] = dict(note=str(e)); continue
+        except Exception as e: exps[n] = dict(note=f"the probe failed: {type(e).__name__}: {e}"); continue   # shown on the page
+        share = _step_share(n)
+        own = profile == 'quick' or [trial_key(t) for t in intercept(n, profile)[0]] != [trial_key(t) for t in intercept(n, 'quick')[0]]
+        bound = sum(trial_seconds(r, cal['c']) * r['trials'] for r in recs) / 60
+        expected = sum(trial_seconds(r, cal['c'], step_share=share) * r['trials'] for r in recs) / 60
+        steps = [f['max_steps'] for r in recs for f in r['fits']]
+        exps[n] = dict(trials=sum(r['trials'] for r in recs), configs=len(recs), own_sizes=bool(own), step_share=round(share, 3),
+                       max_steps=[int(min(steps)), int(max(steps))] if steps else None,
+                       ops_step=int(np.median([f['ops_step'] for r in recs for f in r['fits']])) if steps else None,
+                       rest_s=round(sum(r['rest_s'] * r['trials'] for r in recs), 1),
+                       bound_min=round(bound, 1), expected_min=round(expected, 1), wall_min=round(expected / workers, 1))
+    plan_ = dict(profile=profile, workers=workers, commit=git_sha(), probed_on=provenance().get('device_name'),
+                 calibration={k: (round(v, 9) if isinstance(v, float) else v) for k, v in cal.items()},
+                 flops_per_s=F_EFF, opt_ops=OPT_OPS, clip_ops=CLIP_OPS, experiments=exps)
+    if out:
+        path = Path(out) if Path(out).is_absolute() else (repo_root() or Path.cwd()) / out
+        old = json.loads(path.read_text()) if path.exists() else {}
+        if names and old.get('profile') == profile and old.get('workers') == workers:   # named: update those, keep the rest
+            plan_['experiments'] = {**old.get('experiments', {}), **exps}
+        atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(plan_, indent=1) + '\n'))
+    return plan_
+
 # %% ../nbs/97_campaign.ipynb #c021
 RUNBOOK_PAGE = 'nbs/98_gpu.md'
 
@@ -210,7 +379,45 @@ def runbook_frame() -> pd.DataFrame:
         out.append(row)
     return pd.DataFrame(out)
 
-def render_runbook(frame: pd.DataFrame) -> str:
+def _plan_lines(gp: dict) -> list[str]:
+    "The runbook's section on the estimated cost of a `gpu` campaign, from `results/gpu_plan.json`."
+    cal, w = gp['calibration'], gp['workers']
+    lines = ['', f"## Planned cost of a `{gp['profile']}` campaign (estimated, not measured)", '',
+             f"Estimated on the CPU by `relbook estimate` at commit `{gp['commit']}` ([](97_campaign.ipynb)): every "
+             f"configuration probed once, c = {cal['c'] * 1e6:.1f} µs per dispatched operator (from {cal['rows']} `kernel_fit` "
+             f"trials on {cal['device']}, {cal['seconds_per_step'] * 1e3:.2f} ms per update of {cal['ops_step']} operators), "
+             f"{gp['flops_per_s'] / 1e12:.0f} TFLOP/s. *Budget* assumes every trial runs its whole step budget; *expected* "
+             f"scales the budget by the share the `quick` trials used before patience stopped them; *wall* is expected over "
+             f"{w} worker processes sharing the GPU (launch-bound work overlaps; not yet measured).", '',
+             f"*Sized* says whether the experiment sets its own `{gp['profile']}` settings; where it does not, a campaign runs its "
+             f"`quick` settings.", '',
+             '| experiment | sized | trials | updates per trial | operators per update | GPU trial-min, budget | expected | wall, min |',
+             '|---|---|---|---|---|---|---|---|']
+    skipped = []
+    for name, e in sorted(gp['experiments'].items()):
+        if 'note' in e: skipped.append(f"`{name}` ({e['note']})"); continue
+        steps = '–' if not e['max_steps'] else (f"{e['max_steps'][0]:,}" if e['max_steps'][0] == e['max_steps'][1]
+                                               else f"{e['max_steps'][0]:,}–{e['max_steps'][1]:,}")
+        lines.append(f"| `{name}` | {'yes' if e.get('own_sizes') else 'no'} | {e['trials']} | {steps} | {e['ops_step'] or '–'} | {e['bound_min']:.1f} | "
+                     f"{e['expected_min']:.1f} | {e['wall_min']:.1f} |")
+    est = [e for e in gp['experiments'].values() if 'note' not in e]
+    exps, per = load_all_experiments(), {}
+    for name, e in gp['experiments'].items():
+        if 'note' not in e and name in exps: per.setdefault(exps[name].__module__.replace('relbook.', ''), []).append(e)
+    lines += ['', 'Per chapter (module), expected wall minutes: ' + ', '.join(
+        f"`{m}` {sum(e['wall_min'] for e in es):.1f}" + (' (over one 25-minute run)' if sum(e['wall_min'] for e in es) > 25 else '')
+        for m, es in sorted(per.items())) + '.']
+    lines += ['', f"In all: {sum(e['wall_min'] for e in est):.0f} minutes of wall time expected with {w} workers "
+                  f"({sum(e['bound_min'] for e in est) / w:.0f} if every trial ran its whole budget)."]
+    if skipped: lines += ['', 'Not estimated: ' + '; '.join(skipped) + '.']
+    return lines
+
+def load_gpu_plan(path: str | Path | None = None) -> dict | None:
+    "The committed estimates (`results/gpu_plan.json`), or None."
+    p = Path(path) if path else (repo_root() or Path.cwd()) / GPU_PLAN
+    return json.loads(p.read_text()) if p.exists() else None
+
+def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
     "The 'Reproduce on a GPU' page: the commands, then what each experiment has cost where it ran (measured, never guessed)."
     lines = ['# Reproduce on a GPU', '',
              '> The commands that run the book\'s decisive experiments on one GPU within a budget, and the measured cost of every experiment so far.', '',
@@ -236,4 +443,6 @@ def render_runbook(frame: pd.DataFrame) -> str:
              '| experiment | module | quick | gpu | full |', '|---|---|---|---|---|']
     for _, r in frame.iterrows():
         lines.append(f"| `{r['experiment']}` | `{r['module']}` | {r['quick']} | {r['gpu']} | {r['full']} |")
+    gp = gpu_plan if gpu_plan is not None else load_gpu_plan()
+    if gp: lines += _plan_lines(gp)
     return '\n'.join(lines) + '\n'

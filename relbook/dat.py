@@ -19,7 +19,7 @@ from .harness import experiment, grid, run_sweep
 __all__ = ['SYMBOL_TYPES', 'BLOCK_PAIRS', 'BENCH_NS', 'rope_angles', 'apply_rope', 'attention_mask', 'PositionalSymbols',
            'PositionRelativeSymbols', 'SymbolicAttention', 'DualAttention', 'theorem1_module', 'theorem1_check', 'MLP',
            'make_norm', 'DATConfig', 'CrossAttention', 'DATBlock', 'DATStack', 'DATSeq2Seq', 'DATLanguageModel',
-           'ViDAT', 'bench_once', 'bench_subprocess', 'ra_benchmark_trial', 'ra_benchmark_experiment']
+           'PatchEmbedding', 'ViDAT', 'bench_once', 'bench_subprocess', 'ra_benchmark_trial', 'ra_benchmark_experiment']
 
 # %% ../nbs/12_dual_attention.ipynb #c006
 def rope_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,7 +145,9 @@ class DualAttention(nn.Module):
                  symmetric_rels: bool = False,       # W_q,rel = W_k,rel: r(x, y) = r(y, x)
                  n_kv_heads: int | None = None,      # grouped-query attention: key (and sensory value) heads per type
                  head_type: str = 'ra',              # 'ra' relational attention, 'rca' the Abstractor's RCA (App. D)
-                 rope: bool = False, rope_base: float = 10000.0, bias: bool = True):
+                 rope: bool = False, rope_base: float = 10000.0,
+                 bias: bool = True,                  # bias in the attention, symbol and output projections
+                 rel_bias: bool = False):            # bias in the relation maps: off, as the official code (it adds bᵀW y, a sender-only term)
         super().__init__()
         check_positive(d_model, 'd_model'); check_choice(head_type, 'head_type', ('ra', 'rca'))
         for k, v in dict(n_heads_sa=n_heads_sa, n_heads_ra=n_heads_ra).items():
@@ -161,6 +163,7 @@ class DualAttention(nn.Module):
                 if v and v % n_kv_heads: raise ValueError(f"{k}={v} must be divisible by n_kv_heads={n_kv_heads}")
         if rope and self.head_dim % 2: raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
         check_positive(rope_base, 'rope_base', integer=False, finite=True)
+        if not isinstance(rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {rel_bias!r}")
         self.rope, self.rope_base, self.head_type = rope, rope_base, head_type
         hd = self.head_dim
         kv = lambda h: (n_kv_heads or h) * hd
@@ -173,8 +176,8 @@ class DualAttention(nn.Module):
             self.n_rel = check_positive(n_heads_ra if n_relations is None else n_relations, 'n_relations')   # 0 is refused, not a default
             self.rel_dim = check_positive((hd * n_heads_ra) // self.n_rel if rel_proj_dim is None else rel_proj_dim, 'rel_proj_dim')
             if head_type == 'ra':
-                self.rel_q = nn.Linear(d_model, self.n_rel * self.rel_dim, bias=bias)
-                self.rel_k = None if symmetric_rels else nn.Linear(d_model, self.n_rel * self.rel_dim, bias=bias)
+                self.rel_q = nn.Linear(d_model, self.n_rel * self.rel_dim, bias=rel_bias)
+                self.rel_k = None if symmetric_rels else nn.Linear(d_model, self.n_rel * self.rel_dim, bias=rel_bias)
                 self.w_r = nn.Parameter(torch.randn(n_heads_ra, hd, self.n_rel) / math.sqrt(self.n_rel))   # (n_h, d_h, d_r)
                 self.rel_scale = self.rel_dim ** -0.5
 
@@ -410,7 +413,8 @@ class DATConfig:
     norm_type: str = 'layernorm'          # 'layernorm' or 'rmsnorm'
     activation: str = 'swiglu'            # 'relu', 'gelu', 'swiglu'
     dropout: float = 0.0
-    bias: bool = True
+    bias: bool = True                     # bias in attention, symbol, output and MLP projections
+    rel_bias: bool = False                # bias in the relation maps (official: none; a bias adds a sender-only term)
     n_heads_cross: int | None = None      # decoder cross-attention heads (default n_heads_sa + n_heads_ra)
 
     def __post_init__(self):
@@ -420,6 +424,7 @@ class DATConfig:
         check_choice(self.symbol_type, 'symbol_type', SYMBOL_TYPES); check_choice(self.head_type, 'head_type', ('ra', 'rca'))
         check_choice(self.pos_enc, 'pos_enc', ('learned', 'sinusoidal', 'rope', 'none'))
         check_choice(self.norm_type, 'norm_type', ('layernorm', 'rmsnorm')); check_choice(self.activation, 'activation', ('relu', 'gelu', 'swiglu'))
+        if not isinstance(self.rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {self.rel_bias!r}")
         if not 0 <= self.dropout < 1: raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         n_h = self.n_heads_sa + self.n_heads_ra
         if min(self.n_heads_sa, self.n_heads_ra) < 0 or n_h < 1:
@@ -431,7 +436,8 @@ class DATConfig:
     def attention(self) -> DualAttention:
         return DualAttention(self.d_model, self.n_heads_sa, self.n_heads_ra, n_relations=self.n_relations,
                              rel_proj_dim=self.rel_proj_dim, symmetric_rels=self.symmetric_rels, n_kv_heads=self.n_kv_heads,
-                             head_type=self.head_type, rope=self.pos_enc == 'rope', bias=self.bias)
+                             head_type=self.head_type, rope=self.pos_enc == 'rope', bias=self.bias,
+                             rel_bias=self.rel_bias)
     def symbol_retriever(self) -> nn.Module | None:
         "One shared retriever per model (None for a standard Transformer)."
         if not self.n_heads_ra: return None
@@ -478,14 +484,15 @@ class DATBlock(nn.Module):
 # %% ../nbs/12_dual_attention.ipynb #c026
 class DATStack(nn.Module):
     "Position encoding + n_layers blocks + (pre-norm) final norm; the one shared symbol retriever is called per layer."
-    def __init__(self, cfg: DATConfig, cross: bool = False):
+    def __init__(self, cfg: DATConfig, cross: bool = False,
+                 final_norm: bool = True):          # False: the caller norms after pooling (ViDAT)
         super().__init__()
         self.cfg = cfg
         self.pos = nn.Embedding(cfg.max_len, cfg.d_model) if cfg.pos_enc == 'learned' else None
         if cfg.pos_enc == 'sinusoidal': self.register_buffer('pe', sinusoidal(cfg.max_len, cfg.d_model), persistent=False)
         self.symbols = cfg.symbol_retriever()
         self.blocks = nn.ModuleList(DATBlock(cfg, cross) for _ in range(cfg.n_layers))
-        self.norm = make_norm(cfg.norm_type, cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.norm = make_norm(cfg.norm_type, cfg.d_model) if cfg.norm_first and final_norm else nn.Identity()
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x, *, key_padding_mask=None, causal=False, memory=None, memory_mask=None, caches=None,
@@ -587,30 +594,51 @@ class DATLanguageModel(nn.Module):
             out = torch.cat([out, nxt], 1); step_in = nxt
         return out
 
-class ViDAT(nn.Module):
-    "ViT-style DAT (§4.3, App. C.1): linear patch embedding, learned positions, DAT encoder, mean pool, MLP head."
-    def __init__(self, image_size: int, patch_size: int, in_channels: int, n_classes: int, cfg: DATConfig):
+# %% ../nbs/12_dual_attention.ipynb #c026b
+class PatchEmbedding(nn.Module):
+    "Patch tokens as the official vision models: p×p patches -> LayerNorm -> Linear -> LayerNorm, (b, c, H, W) -> (b, n, d)."
+    def __init__(self, image_size: int, patch_size: int, in_channels: int, d_model: int):
         super().__init__()
-        for k, v in dict(image_size=image_size, patch_size=patch_size, in_channels=in_channels, n_classes=n_classes).items(): check_positive(v, k)
+        for k, v in dict(image_size=image_size, patch_size=patch_size, in_channels=in_channels, d_model=d_model).items(): check_positive(v, k)
         if image_size % patch_size: raise ValueError(f"image_size={image_size} must be divisible by patch_size={patch_size}")
         self.image_size, self.patch, self.c = image_size, patch_size, in_channels
-        n_patches = (image_size // patch_size) ** 2
-        if cfg.max_len < n_patches: cfg = replace(cfg, max_len=n_patches)
-        self.cfg = cfg
-        self.embed = nn.Linear(in_channels * patch_size ** 2, cfg.d_model)
-        self.encoder = DATStack(cfg)
-        self.head = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(), nn.Linear(cfg.d_model, n_classes))
-        self.binary = n_classes == 1
+        self.n_patches, d_patch = (image_size // patch_size) ** 2, in_channels * patch_size ** 2
+        self.norm_in, self.proj, self.norm_out = nn.LayerNorm(d_patch), nn.Linear(d_patch, d_model), nn.LayerNorm(d_model)
 
     def patchify(self, images: torch.Tensor) -> torch.Tensor:
         "(b, c, H, W) -> (b, n_patches, c·p·p), row-major patches."
-        check_shape(images, 'images', (None, self.c, self.image_size, self.image_size)); check_floating(images, 'images', self.embed.weight)
+        check_shape(images, 'images', (None, self.c, self.image_size, self.image_size)); check_floating(images, 'images', self.proj.weight)
         p = self.patch
         return images.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2)
 
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        "Tokens (b, n_patches, d), each of norm ≈ √d whatever the pixel scale."
+        return self.norm_out(self.proj(self.norm_in(self.patchify(images))))
+
+class ViDAT(nn.Module):
+    "ViT-style DAT as the official VisionDualAttnTransformer (§4.3, App. C.1): patch tokens, CLS token, DAT encoder, pool, norm + linear."
+    def __init__(self, image_size: int, patch_size: int, in_channels: int, n_classes: int, cfg: DATConfig,
+                 pool: str = 'cls'):                # 'cls' (official default) or 'mean' over all tokens (official relational games)
+        super().__init__()
+        check_positive(n_classes, 'n_classes'); check_choice(pool, 'pool', ('cls', 'mean'))
+        self.embed = PatchEmbedding(image_size, patch_size, in_channels, cfg.d_model)
+        n_tokens = self.embed.n_patches + 1                                   # CLS + patches
+        cfg = replace(cfg, max_len=n_tokens)      # positions and positional symbols: exactly CLS + patches, no unused rows
+        self.cfg, self.pool, self.binary = cfg, pool, n_classes == 1
+        self.cls = nn.Parameter(torch.randn(1, 1, cfg.d_model))               # N(0, 1), as the official cls_token
+        self.encoder = DATStack(cfg, final_norm=False)                        # adds the N(0, 1) learned positions
+        self.head = nn.Sequential(make_norm(cfg.norm_type, cfg.d_model), nn.Linear(cfg.d_model, n_classes))
+
+    def patchify(self, images: torch.Tensor) -> torch.Tensor:
+        "(b, c, H, W) -> (b, n_patches, c·p·p), row-major patches."
+        return self.embed.patchify(images)
+
     def forward(self, images: torch.Tensor, impl: str = 'fast') -> torch.Tensor:
         "Logits (b, n_classes), or (b,) for one class (binary)."
-        z = self.head(self.encoder(self.embed(self.patchify(images)), impl=impl).mean(1))
+        x = self.embed(images)                                                # (b, n, d)
+        x = torch.cat([self.cls.expand(len(x), -1, -1).to(x.dtype), x], 1)    # (b, 1 + n, d): CLS at position 0
+        x = self.encoder(x, impl=impl)                                        # (b, 1 + n, d)
+        z = self.head(x[:, 0] if self.pool == 'cls' else x.mean(1))           # (b, n_classes)
         return z.squeeze(-1) if self.binary else z
 
 # %% ../nbs/12_dual_attention.ipynb #c034

@@ -23,8 +23,9 @@ from .core import (PROFILES, get_profile, using_profile, seed_everything, get_de
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
            'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for', 'make_scheduler',
-           'FitResult', 'BudgetExhausted', 'deadline', 'stored_only', 'time_budget', 'fit', 'trial_key', 'ResultsStore',
-           'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
+           'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline', 'stored_only', 'time_budget', 'fit',
+           'trial_key', 'ResultsStore', 'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments',
+           'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -229,6 +230,15 @@ class FitResult:
 # %% ../nbs/91_harness.ipynb #c015
 _trial_checkpoint: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_checkpoint', default=None)
 _trial_fits: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_fits', default=None)   # FitResults of the running trial
+# Cost probes (relbook.campaign.estimate): a sweep hands over its trials instead of running them; a fit hands its
+# prepared model, data and optimiser to a measuring function instead of training
+_sweep_probe: contextvars.ContextVar = contextvars.ContextVar('relbook_sweep_probe', default=None)
+_fit_probe: contextvars.ContextVar = contextvars.ContextVar('relbook_fit_probe', default=None)
+
+class SweepIntercepted(Exception):
+    "Raised by `run_sweep` under a sweep probe: the experiment's name, trials and trial function, nothing run."
+    def __init__(self, name: str, trials: list, run_trial: Callable):
+        super().__init__(f"{name}: {len(trials)} trials intercepted"); self.name, self.trials, self.run_trial = name, trials, run_trial
 
 class BudgetExhausted(RuntimeError):
     "The wall-clock budget (a campaign's) ran out; a training trial saved its checkpoint and can resume."
@@ -288,6 +298,15 @@ def _check_monitor(model, task, val, cfg) -> None:
         raise ValueError(f"monitor must name a metric that {type(task).__name__} reports, one of {sorted(probe)}; got {cfg.monitor!r}")
 
 # %% ../nbs/91_harness.ipynb #c016
+def _train_step(model, task, batch, opt, sched, amp, cfg) -> torch.Tensor:
+    "One optimiser update on `batch`; returns the loss (still on the device)."
+    model.train()
+    with amp: loss = task.loss(model, batch)
+    opt.zero_grad(set_to_none=True); loss.backward()
+    if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step(); sched.step()
+    return loss
+
 def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequence[torch.Tensor] | None = None,
         cfg: TrainConfig = TrainConfig(), *, device: str | torch.device | None = None, seed: int = 0,
         progress: bool | None = None, checkpoint: str | Path | None = 'auto') -> FitResult:
@@ -304,6 +323,11 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
     per_epoch = math.ceil(n / cfg.batch_size)
     max_steps, eval_every = cfg.max_steps or cfg.max_epochs * per_epoch, cfg.eval_every or per_epoch
     sched = make_scheduler(opt, cfg, max_steps)
+    if (probe := _fit_probe.get()) is not None:     # a cost probe measures this fit's steps instead of training
+        res = probe(model=model, task=task, train=train, val=val, cfg=cfg, opt=opt, sched=sched, amp=amp, gen=gen,
+                    max_steps=max_steps, eval_every=eval_every, device=device, seed=seed)
+        if (fits := _trial_fits.get()) is not None: fits.append(res)
+        return res
     # order/pos: this epoch's shuffle and the place in it; run_sum/run_n: the training loss since the last evaluation
     st = dict(step=0, best_state=None, best_step=0, best_score=None, bad=0, history=[], stopped_early=False,
               order=None, pos=0, run_sum=0.0, run_n=0)
@@ -322,11 +346,7 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
         if st['order'] is None: st['order'], st['pos'] = torch.randperm(n, generator=gen), 0   # a new epoch
         idx = st['order'][st['pos']:st['pos'] + cfg.batch_size].to(device); st['pos'] += cfg.batch_size
         if st['pos'] >= n: st['order'] = None
-        model.train()
-        with amp: loss = task.loss(model, subset(train, idx))
-        opt.zero_grad(set_to_none=True); loss.backward()
-        if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step(); sched.step(); st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
+        loss = _train_step(model, task, subset(train, idx), opt, sched, amp, cfg); st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
         if st['step'] % eval_every == 0 or st['step'] == max_steps:
             train_loss = float(run_sum) / st['run_n']                    # the one host sync, once per evaluation
             if not math.isfinite(train_loss):
@@ -481,6 +501,7 @@ def _convergence_fields(fits: list) -> dict:
 def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict], *,
               store: ResultsStore | None = None, progress: bool | None = None) -> pd.DataFrame:
     "Run every trial not yet in the store (`run_trial(**params) -> metrics`); return the trials' rows."
+    if _sweep_probe.get() is not None: raise SweepIntercepted(name, list(trials), run_trial)   # a cost probe: run nothing
     store = store or store_for(name)
     keys = [trial_key(p) for p in trials]
     if len(set(keys)) != len(keys): raise ValueError(f"trials of {name!r} contain duplicates")
@@ -556,8 +577,14 @@ def run_experiment(name: str, profile: str | None = None) -> pd.DataFrame:
 
 # %% ../nbs/91_harness.ipynb #c028
 def _campaign_cli(a) -> int:
-    "`relbook campaign | merge | prepare` (relbook.campaign)."
+    "`relbook campaign | merge | prepare | estimate` (relbook.campaign)."
     from relbook import campaign as cp
+    if a.cmd == 'estimate':
+        gp = cp.estimate(a.names or None, a.profile, a.workers)
+        for n, e in gp['experiments'].items():
+            print(f"{n:24s} " + (e['note'] if 'note' in e else f"{e['trials']} trials, {e['expected_min']} GPU trial-min expected "
+                                  f"({e['bound_min']} at full budgets), {e['wall_min']} min wall with {a.workers} workers"))
+        print(f"written: {cp.GPU_PLAN} (c = {gp['calibration']['c'] * 1e6:.1f} µs per operator)"); return 0
     if a.cmd == 'prepare':
         print('prepared:', ', '.join(cp.prepare(a.names, a.profile, a.workers)) or 'nothing to prepare'); return 0
     if a.cmd == 'merge':
@@ -589,8 +616,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser('prepare', help='build the cached inputs (e.g. mathematics problems) with every CPU core')
     p.add_argument('names', nargs='*'); p.add_argument('--profile', default='gpu', choices=PROFILES)
     p.add_argument('--workers', type=int, default=None)
+    e = sub.add_parser('estimate', help="estimate each experiment's H100 minutes at a profile from a probe on this CPU")
+    e.add_argument('names', nargs='*', help='experiments (default: those a campaign would run)')
+    e.add_argument('--profile', default='gpu', choices=PROFILES); e.add_argument('--workers', type=int, default=4)
     a = ap.parse_args(argv)
-    if a.cmd in ('campaign', 'merge', 'prepare'):
+    if a.cmd in ('campaign', 'merge', 'prepare', 'estimate'):
         try: return _campaign_cli(a)
         except ValueError as e: raise SystemExit(f"relbook {a.cmd}: {e}")     # a bad name or argument: one line, no traceback
     exps = load_all_experiments()

@@ -485,9 +485,10 @@ def set_classification_trial(model: str, n_train: int, seed: int, epochs: int, p
 @experiment('set_classification')
 def set_classification_experiment() -> pd.DataFrame:
     "§4.1 / App. B.1.2: SET from embedded card triples, Abstractor vs CoRelNet (with and without softmax)."
-    sizes = by_profile(smoke=[64, 256], quick=[250, 500, 1000, 2000], full=[500, 1000, 2000, 3000, 4000, 5000])
-    trials = grid(model=list(SET_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
-    fixed = dict(epochs=by_profile(3, 200, 200), patience=by_profile(None, 30, 50))
+    sizes = by_profile(smoke=[64, 256], quick=[250, 500, 1000, 2000], full=[500, 1000, 2000, 3000, 4000, 5000],
+                    gpu=[500, 1000, 2000, 3000, 4000, 5000])
+    trials = grid(model=list(SET_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
+    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50))
     return run_sweep('set_classification', [{**t, **fixed} for t in trials], set_classification_trial)
 
 # %% ../nbs/04_set.ipynb #c041
@@ -569,9 +570,10 @@ def set_sampling_trial(model: str, sampling: str, n_train: int, seed: int, epoch
 @experiment('set_sampling_control')
 def set_sampling_control_experiment() -> pd.DataFrame:
     "Control for §4.1: Experiment 1's models under the official (leaky) sampling and under ours, paired by seed."
-    sizes = by_profile(smoke=[500, 2000], quick=[500, 2000, 5000], full=[500, 1000, 2000, 3000, 4000, 5000])
-    trials = grid(model=list(SET_MODELS), sampling=list(SAMPLINGS), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
-    fixed = dict(epochs=by_profile(3, 200, 200), patience=by_profile(None, 30, 50))
+    sizes = by_profile(smoke=[500, 2000], quick=[500, 2000, 5000], full=[500, 1000, 2000, 3000, 4000, 5000],
+                    gpu=[500, 1000, 2000, 3000, 4000, 5000])
+    trials = grid(model=list(SET_MODELS), sampling=list(SAMPLINGS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
+    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50))
     return run_sweep('set_sampling_control', [{**t, **fixed} for t in trials], set_sampling_trial)
 
 # %% ../nbs/04_set.ipynb #c044
@@ -619,8 +621,9 @@ def set_modular_trial(model: str, n_train: int, seed: int, epochs: int, patience
 @experiment('set_modular')
 def set_modular_experiment() -> pd.DataFrame:
     "§4.5 (2023) / Fig. 4c (2024): Abstractor with pre-learned per-attribute relations vs symbolic bits."
-    sizes = by_profile(smoke=[64, 256], quick=[100, 250, 500, 1000, 2000], full=[100, 250, 500, 1000, 2000, 3000, 5000])
-    trials = grid(model=list(MODULAR_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
-    fixed = dict(epochs=by_profile(3, 200, 200), patience=by_profile(None, 30, 50),
-                 n_pairs=by_profile(600, 2000, 2000), pair_epochs=by_profile(3, 50, 100))
+    sizes = by_profile(smoke=[64, 256], quick=[100, 250, 500, 1000, 2000], full=[100, 250, 500, 1000, 2000, 3000, 5000],
+                    gpu=[100, 250, 500, 1000, 2000, 3000, 5000])
+    trials = grid(model=list(MODULAR_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
+    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50),
+                 n_pairs=by_profile(600, 2000, 2000, gpu=2000), pair_epochs=by_profile(3, 50, 100, gpu=100))
     return run_sweep('set_modular', [{**t, **fixed} for t in trials], set_modular_trial)

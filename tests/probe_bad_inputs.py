@@ -376,6 +376,23 @@ def _dat():
     add('dat', 'ViDAT: wrong channels', 'bad', lambda: vit(torch.randn(2, 3, 8, 8)), 'images')
     add('dat', 'ViDAT: NaN', 'nan', lambda: vit(with_nan(img())), 'images')
     add('dat', 'ViDAT(patch_size=3)', 'bad', lambda: ViDAT(8, 3, 1, 3, cfg), ('patch_size', 'image_size'))
+    # issue 18: the official vision front-end and bias-free relation maps
+    from relbook.dat import PatchEmbedding
+    add('dat', "ViDAT(pool='max')", 'bad', lambda: ViDAT(8, 4, 1, 3, cfg, pool='max'), 'pool')
+    add('dat', 'ViDAT(n_classes=0)', 'bad', lambda: ViDAT(8, 4, 1, 0, cfg), 'n_classes')
+    vit_mean = ViDAT(8, 4, 1, 1, cfg, pool='mean')
+    add('dat', "ViDAT(pool='mean'): NaN", 'nan', lambda: vit_mean(with_nan(img())), 'images')
+    add('dat', 'ViDAT: all-zero images', 'valid', lambda: vit_mean(torch.zeros(2, 1, 8, 8)))    # empty patches: LayerNorm of a constant
+    add('dat', 'PatchEmbedding(d_model=0)', 'bad', lambda: PatchEmbedding(8, 4, 1, 0), 'd_model')
+    add('dat', 'PatchEmbedding: wrong image size', 'bad', lambda: PatchEmbedding(8, 4, 1, 16)(torch.randn(2, 1, 12, 12)), 'images')
+    for v in ('yes', 1, None):
+        add('dat', f'DualAttention(rel_bias={v!r})', 'bad', lambda v=v: DualAttention(16, 2, 2, rel_bias=v), 'rel_bias')
+        add('dat', f'DATConfig(rel_bias={v!r})', 'bad', lambda v=v: DATConfig(d_model=16, rel_bias=v), 'rel_bias')
+    from relbook.relgames import relgames_data          # chapter 13's data splits (module label 'relgames')
+    add('relgames', "relgames_data(ood='stripes')", 'bad', lambda: relgames_data('same', 4, 4, 4, ood='stripes'), 'ood')
+    add('relgames', "relgames_data(ood=('novel',))", 'bad', lambda: relgames_data('same', 4, 4, 4, ood=('novel',)), 'ood')
+    add('relgames', "relgames_data(objects='train', ood=('train',))", 'bad', lambda: relgames_data('same', 4, 4, 4, objects='train', ood=('train',)), 'ood')
+    add('relgames', "relgames_data(objects='all')", 'bad', lambda: relgames_data('same', 4, 4, 4, objects='all'), 'objects')
 
 
 # --- message passing -----------------------------------------------------------------------------

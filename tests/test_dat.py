@@ -17,7 +17,8 @@ def _symbols(kind, d, n, x):
 @pytest.mark.parametrize('causal', [False, True])
 @pytest.mark.parametrize('pad', [False, True])
 @pytest.mark.parametrize('extra', [{}, {'symmetric_rels': True}, {'n_kv_heads': 1}, {'rope': True, 'n_kv_heads': 2},
-                                   {'head_type': 'rca'}, {'n_relations': 3, 'rel_proj_dim': 5}])
+                                   {'head_type': 'rca'}, {'n_relations': 3, 'rel_proj_dim': 5}, {'rel_bias': True},
+                                   {'rel_bias': True, 'symmetric_rels': True}])
 def test_fast_matches_reference(symbol, causal, pad, extra):
     torch.manual_seed(0)
     d, b, n = 32, 3, 7
@@ -65,6 +66,54 @@ def test_symmetric_relations_symmetric_psd():
     assert torch.allclose(R, R.transpose(1, 2), atol=1e-6)
     assert torch.linalg.eigvalsh(R[0].permute(2, 0, 1)).min() > -1e-5
     assert m.rel_k is None
+
+
+@pytest.mark.parametrize('extra', [{}, {'symmetric_rels': True}, {'n_relations': 3, 'rel_proj_dim': 5}])
+def test_relations_have_no_sender_only_term(extra):
+    "Bias-free relation maps (the default, as the official code): r(0, y) = 0 for every sender y and r(x, 0) = 0 for every receiver x."
+    torch.manual_seed(0)
+    x = torch.randn(4, 7, 32, dtype=torch.float64); x[:, 2] = 0
+    m = DualAttention(32, 2, 2, **extra).double()
+    assert m.rel_q.bias is None and (m.rel_k is None or m.rel_k.bias is None)
+    R = m.relations(x)                                                     # (b, n, n, d_r)
+    assert R[:, 2].abs().max() == 0 and R[:, :, 2].abs().max() == 0
+    assert R[:, :2].abs().max() > 1e-3                                     # the other relations are not all zero
+    # with a bias, r(0, y) = <b_q, W_k y + b_k> is a function of the sender alone: not 0, and it varies with y
+    Rb = DualAttention(32, 2, 2, rel_bias=True, **extra).double().relations(x)
+    assert Rb[:, 2, [0, 1, 3, 4, 5, 6]].std(1).min() > 1e-4
+    # and the model's output at a receiver does not depend on a sender's features through r(0, y) when x_i = 0
+    assert DATConfig(d_model=32, n_heads_sa=2, n_heads_ra=2).attention().rel_q.bias is None
+    assert DATConfig(d_model=32, n_heads_sa=2, n_heads_ra=2, rel_bias=True).attention().rel_q.bias is not None
+    with pytest.raises(ValueError, match='rel_bias must be a bool'): DualAttention(32, 2, 2, rel_bias=1)
+    with pytest.raises(ValueError, match='rel_bias must be a bool'): DATConfig(rel_bias='yes')
+
+
+def test_vidat_front_end_as_the_official_vision_model():
+    "LayerNorm -> Linear -> LayerNorm patch tokens, a CLS token with N(0, 1) positions for n + 1 tokens, pooling, norm + linear head."
+    from relbook.dat import PatchEmbedding
+    torch.manual_seed(0)
+    cfg = DATConfig(d_model=64, n_layers=1, n_heads_sa=1, n_heads_ra=1, d_ff=64)
+    vit = ViDAT(12, 4, 3, 5, cfg)
+    assert isinstance(vit.embed, PatchEmbedding) and vit.pool == 'cls'
+    assert [type(m) for m in (vit.embed.norm_in, vit.embed.proj, vit.embed.norm_out)] == [torch.nn.LayerNorm, torch.nn.Linear, torch.nn.LayerNorm]
+    assert vit.encoder.cfg.max_len == 10 and vit.encoder.pos.weight.shape == (10, 64) and vit.encoder.symbols.library.shape == (10, 64)
+    assert isinstance(vit.encoder.norm, torch.nn.Identity)                 # the norm comes after pooling, in the head
+    assert isinstance(vit.head[0], torch.nn.LayerNorm) and isinstance(vit.head[1], torch.nn.Linear) and len(vit.head) == 2
+    imgs = torch.rand(3, 3, 12, 12) * 0.01                                 # dim pixels: the LayerNorms rescale them
+    tok = vit.embed(imgs)
+    assert torch.allclose(tok.norm(dim=-1), torch.full((3, 9), 64 ** 0.5), rtol=0.02)
+    ratio = float(tok.norm(dim=-1).mean() / vit.encoder.pos.weight.norm(dim=-1).mean())
+    assert 0.8 < ratio < 1.25                                              # content and position on the same scale
+    out = vit(imgs)
+    with torch.no_grad(): vit.cls.add_(torch.randn_like(vit.cls))       # (a constant shift would vanish in the LayerNorms)
+    assert not torch.allclose(out, vit(imgs)), "the CLS token must feed the head"
+    # pool='mean' averages every token, CLS included; the reference path agrees with the fast one
+    vm = ViDAT(12, 4, 3, 1, cfg, pool='mean').double()
+    x = torch.rand(2, 3, 12, 12, dtype=torch.float64)
+    assert vm(x).shape == (2,) and torch.allclose(vm(x), vm(x, impl='reference'), atol=1e-10)
+    with pytest.raises(ValueError, match="pool must be one of"): ViDAT(12, 4, 3, 5, cfg, pool='max')
+    with pytest.raises(ValueError, match='image_size=12 must be divisible by patch_size=5'): ViDAT(12, 5, 3, 5, cfg)
+    with pytest.raises(ValueError, match='n_classes must be a positive int'): ViDAT(12, 4, 3, 0, cfg)
 
 
 def test_official_shapes():

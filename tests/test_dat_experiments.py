@@ -44,6 +44,16 @@ def test_digits_and_models_build():
     with pytest.raises(ValueError, match='model'): dat_math_model('GPT', 2)
 
 
+def test_relation_bias_of_each_experiment_is_explicit():
+    "dat_math and dat_lm keep the relation-map bias their stored rows were trained with (issues 17/18); the vision models have none."
+    assert dat_math_model('DAT', 2).encoder.blocks[0].attn.rel_q.bias is not None
+    assert lm_model('DAT', 50, lm_protocol('smoke')).stack.blocks[0].attn.rel_q.bias is not None
+    vit = vision_model('ViDAT (asymmetric)', 8, 2, 1, 10, vision_protocol('smoke'))
+    attn = vit.encoder.blocks[0].attn
+    assert attn.rel_q.bias is None and attn.rel_k.bias is None
+    assert isinstance(vit.embed.norm_in, torch.nn.LayerNorm) and isinstance(vit.head[0], torch.nn.LayerNorm) and vit.pool == 'cls'
+
+
 # --- the chapter's claims ---------------------------------------------------------------------
 import math
 import pandas as pd

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from relbook.relgames import (COLOURS, OBJECT_SETS, SHAPES, TASKS, _int_seed, _sprites, _unseen, object_ids, patches,
-                              relgames_data, relgames_sample, render_object)
+from relbook.relgames import (COLOURS, OBJECT_SETS, OOD_FAMILIES, SHAPE_FAMILIES, SHAPES, TASKS, _int_seed, _sprites, _unseen,
+                              object_ids, patches, relgames_data, relgames_sample, render_object)
 
 LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8)]
 
@@ -68,11 +68,25 @@ def test_render_object():
 
 
 def test_object_split_disjoint():
-    a, tr, te = object_ids('all'), object_ids('train'), object_ids('test')
-    assert not set(tr) & set(te) and set(tr) | set(te) == set(a) and len(a) == len(SHAPES) * len(COLOURS)
+    a, tr, te = object_ids('geometric'), object_ids('train'), object_ids('recombined')
+    assert not set(tr) & set(te) and set(tr) | set(te) == set(a) and len(a) == len(SHAPE_FAMILIES['geometric']) * len(COLOURS)
     assert abs(len(te) / len(a) - 1 / 3) < 0.05
     assert not sprite_set(tr) & sprite_set(te)
-    with pytest.raises(ValueError, match=r"objects must be one of \('all', 'train', 'test'\)"): object_ids('val')
+    with pytest.raises(ValueError, match=r"objects must be one of \('geometric', 'train', 'recombined', 'hexominoes', 'stripes'\)"):
+        object_ids('val')
+
+
+def test_held_out_families_are_new_shapes():
+    "The out-of-distribution families share no shape with the training family (only the colours), and every family has all colours."
+    fams = {f: object_ids(f) for f in SHAPE_FAMILIES}
+    assert sum(len(v) for v in fams.values()) == len(SHAPES) * len(COLOURS) and len(set().union(*map(set, fams.values()))) == len(SHAPES) * len(COLOURS)
+    masks = {f: {_sprites()[o].any(-1).tobytes() for o in ids} for f, ids in fams.items()}
+    for f in OOD_FAMILIES:
+        assert len(fams[f]) >= 6 * len(COLOURS) and not masks[f] & masks['geometric'], f"{f} reuses a geometric shape"
+        assert set(np.divmod(fams[f], len(COLOURS))[1]) == set(range(len(COLOURS)))
+    assert not masks['hexominoes'] & masks['stripes']
+    hexo = [_sprites()[o].any(-1) for o in fams['hexominoes']]
+    assert all(m.sum() == 24 for m in hexo), "a hexomino is six 2×2-pixel blocks"
 
 
 # --- sampling ------------------------------------------------------------------------------------
@@ -133,7 +147,11 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match='seed must be a non-negative int'): relgames_sample('same', 4, -1)
     with pytest.raises(ValueError, match='task must be one of'): relgames_data('nope', 4, 4, 4)
     with pytest.raises(ValueError, match='n_test must be a positive int'): relgames_data('same', 4, 4, 0)
-    with pytest.raises(ValueError, match='objects_test must be one of'): relgames_data('same', 4, 4, 4, objects_test='x')
+    with pytest.raises(ValueError, match='objects must be one of'): relgames_data('same', 4, 4, 4, objects='x')
+    with pytest.raises(ValueError, match='ood must be one of'): relgames_data('same', 4, 4, 4, ood=('x',))
+    with pytest.raises(ValueError, match='ood must be a tuple'): relgames_data('same', 4, 4, 4, ood='stripes')
+    with pytest.raises(ValueError, match='ood must name distinct object sets'): relgames_data('same', 4, 4, 4, objects='stripes', ood=('stripes',))
+    with pytest.raises(ValueError, match='ood must name distinct object sets'): relgames_data('same', 4, 4, 4, ood=('stripes', 'stripes'))
 
 
 # --- tensors -------------------------------------------------------------------------------------
@@ -152,22 +170,31 @@ def test_relgames_data():
 
 
 def test_no_test_image_in_train():
-    d = relgames_data('between', 1500, 10, 1500, seed=0, objects_test='train')   # small image space: collisions likely
+    d = relgames_data('between', 1500, 10, 1500, seed=0, objects='train')   # small image space: collisions likely
     seen = {im.numpy().tobytes() for im in d['train'][0]}
     assert not any(im.numpy().tobytes() in seen for im in d['test'][0])
     ss = np.random.SeedSequence(9)
     x, y = relgames_sample('same', 40, _int_seed(np.random.SeedSequence(9)))
-    xs, ys = _unseen('same', 40, ss, 'all', {im.tobytes() for im in x[:10]})     # the first 10 must be replaced
+    xs, ys = _unseen('same', 40, ss, 'geometric', {im.tobytes() for im in x[:10]})     # the first 10 must be replaced
     assert np.array_equal(ys, y) and np.array_equal(xs[10:], x[10:])
     assert not {im.tobytes() for im in xs} & {im.tobytes() for im in x[:10]}
     assert [relabel('same', cell_ids(im)) for im in xs] == y.tolist()
 
 
 def test_held_out_objects_in_data():
-    d = relgames_data('same', 64, 16, 64, seed=1, objects_test='test')
+    ood = ('recombined', *OOD_FAMILIES)
+    d = relgames_data('occurs', 64, 16, 64, seed=1, objects='train', ood=ood)
+    assert list(d) == ['train', 'val', 'test', *ood]
     as_images = lambda t: (t * 255).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
-    assert cells_of(as_images(d['test'][0])) <= sprite_set(object_ids('test'))
-    for k in ('train', 'val'): assert cells_of(as_images(d[k][0])) <= sprite_set(object_ids('train'))
+    for k in ('train', 'val', 'test'): assert cells_of(as_images(d[k][0])) <= sprite_set(object_ids('train'))
+    for k in ood:
+        x, y = d[k]
+        assert cells_of(as_images(x)) <= sprite_set(object_ids(k)), k
+        assert [relabel('occurs', cell_ids(im)) for im in as_images(x)] == y.tolist(), f"{k}: labels disagree with the pixels"
+    # an ood split depends on its name and the seed, not on the other splits asked for
+    alone = relgames_data('occurs', 64, 16, 64, seed=1, objects='train', ood=('stripes',))
+    assert torch.equal(alone['stripes'][0], d['stripes'][0]) and torch.equal(alone['test'][0], d['test'][0])
+    assert not torch.equal(relgames_data('occurs', 64, 16, 64, seed=2, objects='train', ood=('stripes',))['stripes'][0], d['stripes'][0])
 
 
 def test_patches():
@@ -184,3 +211,35 @@ def test_patches():
     with pytest.raises(ValueError, match='patch must be a positive int'): patches(x, patch=0)
     with pytest.raises(ValueError, match=r'images must have shape \(b, c, h, w\)'): patches(x[0])
     with pytest.raises(ValueError, match='images must'): patches(np.zeros((1, 3, 36, 36)))
+
+
+# --- the experiment ------------------------------------------------------------------------------
+
+def test_rg_models_match_figure_2():
+    "Fig. 2's models: DAT 0 + 2 and 1 + 1 heads, d = 128, head dimension 64, d_r = 2, vs 2-head Transformers; the wide one has DAT's count."
+    from relbook.relgames import RG_MAIN, RG_MODELS, RG_WIDE, rg_model
+    from relbook.abstractor import count_params
+    dat02, dat11, tf, wide = (rg_model(m) for m in RG_MAIN)
+    for net, (sa, ra) in ((dat02, (0, 2)), (dat11, (1, 1)), (tf, (2, 0)), (wide, (2, 0))):
+        a = net.encoder.blocks[0].attn
+        assert (a.n_sa, a.n_ra) == (sa, ra) and net.pool == 'mean' and net.encoder.cfg.bias is False
+        assert a.head_dim == net.cfg.d_model // 2
+    for net in (dat02, dat11):
+        a = net.encoder.blocks[0].attn
+        assert a.head_dim == 64 and a.n_rel == 2 and a.rel_k is None and a.rel_q.bias is None     # d_r = 2, symmetric, no bias
+    assert wide.cfg.d_model == RG_WIDE and abs(count_params(wide) / count_params(dat02) - 1) < 0.01
+    assert set(RG_MODELS) >= {'CoRelNet', 'Abstractor', 'DAT (1 SA + 1 RCA)'}
+
+
+def test_rg_trial_reports_in_and_out_of_distribution(monkeypatch):
+    from relbook.relgames import rg_trial, rg_sizes, rg_protocol, rg_epochs, RG_DECISIVE
+    monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
+    r = rg_trial('occurs', 64, 'CoRelNet', 0)
+    keys = ('test_acc', 'recombined_acc', 'hexominoes_acc', 'stripes_acc', 'ood_acc')
+    assert all(0 <= r[k] <= 1 for k in keys)
+    assert abs(r['ood_acc'] - (r['hexominoes_acc'] + r['stripes_acc']) / 2) < 1e-12
+    gpu = rg_protocol('gpu')
+    assert gpu['seeds'] >= 5 and set(gpu['models']) == set(RG_DECISIVE)
+    assert rg_sizes('occurs', 'gpu') == [1000, 1500, 2000, 2500] and rg_sizes('match_pattern', 'gpu') == [15_000, 20_000, 25_000]
+    assert rg_protocol('quick')['seeds'] >= 3
+    assert rg_epochs(1000, 'quick') * 2 >= 300 and rg_epochs(25_000, 'full') == 50
