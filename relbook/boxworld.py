@@ -16,8 +16,9 @@ from .core import check_choice, check_positive
 
 # %% auto #0
 __all__ = ['ACTIONS', 'MOVES', 'BLANK', 'BoxWorldConfig', 'slots', 'palette', 'Puzzle', 'generate_puzzle', 'render', 'draw_board',
-           'draw_graph', 'step_puzzle', 'BridgeBoxWorld', 'VecBoxWorld', 'solve', 'is_solvable', 'footnote_rule',
-           'motif_rule', 'bridge_dataset', 'TorchBoxWorld']
+           'draw_graph', 'step_puzzle', 'BridgeBoxWorld', 'VecBoxWorld', 'solve', 'is_solvable', 'expert_action',
+           'state_key', 'puzzle_types', 'puzzles_by_type', 'planner_policy', 'play', 'footnote_rule', 'motif_rule',
+           'bridge_dataset', 'TorchBoxWorld']
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c006
 ACTIONS = ('left', 'up', 'right', 'down')                  # the paper's order of the four actions
@@ -523,6 +524,72 @@ def solve(p: Puzzle, avoid_bridge: bool = True, open_slot: int | None = None) ->
 def is_solvable(p: Puzzle) -> bool:
     "Whether the Gem can still be obtained without opening the bridge (or a distractor)."
     return solve(p) is not None
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c057b
+def expert_action(p: Puzzle) -> int:
+    "The planner's next action from state `p`: the lowest-numbered action on a shortest winning path (the first step of `solve`)."
+    path = solve(p)
+    if not path: raise ValueError("p must be a state from which the Gem can still be won without the bridge; the planner found no path")
+    return path[0]
+
+def state_key(p: Puzzle) -> tuple:
+    "A hashable identity of a state: the board's bytes, the player and the inventory."
+    return (np.ascontiguousarray(p.grid, np.int16).tobytes(), tuple(int(v) for v in p.player), tuple(int(k) for k in p.inventory))
+
+def puzzle_types(cfg: BoxWorldConfig) -> list[tuple[int, int, int]]:
+    "Every type (a, b, c) that `cfg` draws, sorted: (a, 0, 0) without a bridge, (a, b, c) with 1 ≤ b ≤ a < c ≤ 2a with one."
+    out = []
+    for a in sorted(set(cfg.solution_lengths)):
+        if not cfg.bridge or cfg.bridge_prob < 1: out.append((a, 0, 0))
+        if cfg.bridge and cfg.bridge_prob > 0: out += [(a, b, c) for b in range(1, a + 1) for c in range(a + 1, 2 * a + 1)]
+    return out
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c057c
+def puzzles_by_type(cfg: BoxWorldConfig, per_type: int, seed: int, exclude: set | frozenset = frozenset()) -> list[Puzzle]:
+    "`per_type` puzzles of every type of `puzzle_types(cfg)`, grouped by type, drawn by rejection from one seeded stream; states in `exclude` (keys) skipped."
+    check_positive(per_type, 'per_type')
+    types = puzzle_types(cfg)
+    rng, got = np.random.default_rng(seed), {t: [] for t in types}
+    for _ in range(2000 * per_type * len(types)):                       # the rarest paper type has probability 1/54
+        if all(len(v) >= per_type for v in got.values()): break
+        p = generate_puzzle(cfg, rng)
+        if len(got[p.puzzle_type]) < per_type and state_key(p) not in exclude: got[p.puzzle_type].append(p)
+    else: raise RuntimeError(f"puzzles_by_type: some types of {types} were not drawn often enough")
+    return [p for t in types for p in got[t]]
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c057e
+def planner_policy(obs: np.ndarray, env: VecBoxWorld, live: np.ndarray) -> np.ndarray:
+    "The planner's next action in every running environment of `env` (0 in the finished ones), for `play`."
+    return np.array([expert_action(env.state(i)) if live[i] else 0 for i in range(env.n_envs)], np.int64)
+
+def _check_puzzles(puzzles, cfg: BoxWorldConfig) -> None:
+    if not isinstance(puzzles, (list, tuple)) or not puzzles or not all(isinstance(p, Puzzle) for p in puzzles):
+        raise ValueError(f"puzzles must be a non-empty list of Puzzle, got {type(puzzles).__name__}")
+    bad = [p.grid.shape for p in puzzles if p.grid.shape != (cfg.rows, cfg.cols)]
+    if bad: raise ValueError(f"puzzles must have boards of shape ({cfg.rows}, {cfg.cols}) for this cfg, got {bad[0]}")
+    if cfg.horizon is None: raise ValueError("cfg.horizon must be set: play runs every episode to its end, and a policy may never end one")
+
+# %% ../nbs/10_bridge_boxworld.ipynb #c057f
+def play(puzzles: list[Puzzle], act, cfg: BoxWorldConfig, record: bool = False) -> dict:
+    "One episode from each puzzle under `act(obs, env, live) -> (E,) actions`, in lock-step: won, opened_bridge, truncated, length, puzzle_type per puzzle."
+    _check_puzzles(puzzles, cfg)
+    E = len(puzzles)
+    env = VecBoxWorld(E, cfg)
+    for i, p in enumerate(puzzles): env._load(i, p.copy())                # the given states, step counts from 0
+    live, out = np.ones(E, bool), dict(won=np.zeros(E, bool), opened_bridge=np.zeros(E, bool), truncated=np.zeros(E, bool),
+                                       length=np.zeros(E, np.int64))
+    obs, rec = env._obs(), dict(obs=[], states=[], episode=[])
+    while live.any():
+        idx = np.flatnonzero(live)
+        if record: rec['obs'].append(obs[idx]); rec['states'] += [env.state(i) for i in idx]; rec['episode'].append(idx)
+        obs, _, done, info = env.step(np.where(live, np.asarray(act(obs, env, live)), 0))
+        end = live & done                                                  # finished envs restart; their new episodes are ignored
+        for k in ('won', 'opened_bridge', 'truncated'): out[k][end] = info[k][end]
+        out['length'][end] = info['episode_length'][end]
+        live &= ~done
+    out['puzzle_type'] = np.array([p.puzzle_type for p in puzzles], np.int64).reshape(E, 3)
+    if record: out.update(obs=np.concatenate(rec['obs']), states=rec['states'], episode=np.concatenate(rec['episode']))
+    return out
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c059
 def footnote_rule(p: Puzzle) -> int:

@@ -323,8 +323,11 @@ def calibrate(store: str | Path | None = None) -> dict:
 
 def _step_share(name: str) -> float:
     "The median share of the step budget this experiment's `quick` trials used before patience stopped them (1 if unknown)."
-    rows = [r for r in store_for(name, 'quick').rows() if r.get('fit_max_steps') and r.get('fit_steps') is not None]
-    return float(np.median([r['fit_steps'] / r['fit_max_steps'] for r in rows])) if rows else 1.0
+    shares = [r['fit_steps'] / r['fit_max_steps'] if r.get('fit_max_steps') and r.get('fit_steps') is not None
+              else r['epochs_run'] / r['epochs'] if r.get('epochs') and r.get('epochs_run') is not None else None   # older rows
+              for r in store_for(name, 'quick').rows()]
+    shares = [s for s in shares if s is not None]
+    return float(np.median(shares)) if shares else 1.0
 
 def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: int = 4,
              out: str | Path | None = GPU_PLAN, cal: dict | None = None) -> dict:
