@@ -194,9 +194,9 @@ def _worker(argv: Sequence[str]) -> int:
 
 # %% ../nbs/97_campaign.ipynb #est-probe
 import contextlib, shutil, tempfile
-import numpy as np
+import numpy as np, torch
 from .core import using_profile, seed_everything, repo_root, atomic_write
-from .harness import _fit_probe, _sweep_probe, _train_step, SweepIntercepted, FitResult, subset, n_items
+from .harness import _fit_probe, _sweep_probe, _train_step, _forward_backward, SweepIntercepted, FitResult, subset, n_items
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -212,7 +212,6 @@ class _OpCounter(TorchDispatchMode):
 
 def _count(f) -> tuple[int, int]:
     "(operators, FLOPs) of one call of `f`."
-    import torch
     ops, flops = _OpCounter(), FlopCounterMode(display=False)
     with flops, ops: f()
     return ops.n, int(flops.get_total_flops())
@@ -221,7 +220,6 @@ REAL_FIT_S = 20.0   # a fit whose whole budget would take at most this long here
 
 def _probe_fit(records: list, outer: _OpCounter | None = None):
     "A stand-in for `fit` that measures one training step and one validation instead of training (`outer` pauses meanwhile)."
-    import torch
     from relbook.harness import fit
     def probe(model, task, train, val, cfg, opt, sched, amp, gen, max_steps, eval_every, device, seed):
         if outer is not None: outer.paused = True
@@ -230,11 +228,7 @@ def _probe_fit(records: list, outer: _OpCounter | None = None):
         t_start = time.perf_counter()
         _train_step(model, task, batch(), opt, sched, amp, cfg)                 # warm-up: lazy state, allocator
         b = batch()
-        def step():
-            model.train()
-            with amp: loss = task.loss(model, b)
-            loss.backward()
-        t0 = time.perf_counter(); o_step, f_step = _count(step); t_step = time.perf_counter() - t0
+        t0 = time.perf_counter(); o_step, f_step = _count(lambda: _forward_backward(model, task, b, opt, amp)); t_step = time.perf_counter() - t0
         opt.zero_grad(set_to_none=True)
         o_val = f_val = 0
         if val is not None: o_val, f_val = _count(lambda: task.evaluate(model, val, cfg.eval_batch_size))

@@ -298,11 +298,16 @@ def _check_monitor(model, task, val, cfg) -> None:
         raise ValueError(f"monitor must name a metric that {type(task).__name__} reports, one of {sorted(probe)}; got {cfg.monitor!r}")
 
 # %% ../nbs/91_harness.ipynb #c016
-def _train_step(model, task, batch, opt, sched, amp, cfg) -> torch.Tensor:
-    "One optimiser update on `batch`; returns the loss (still on the device)."
+def _forward_backward(model, task, batch, opt, amp) -> torch.Tensor:
+    "The loss of `batch` and its gradients (the part of an update that cost probes count); returns the loss."
     model.train()
     with amp: loss = task.loss(model, batch)
     opt.zero_grad(set_to_none=True); loss.backward()
+    return loss
+
+def _train_step(model, task, batch, opt, sched, amp, cfg) -> torch.Tensor:
+    "One optimiser update on `batch`; returns the loss (still on the device)."
+    loss = _forward_backward(model, task, batch, opt, amp)
     if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step(); sched.step()
     return loss
