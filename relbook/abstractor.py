@@ -13,12 +13,12 @@ from .core import check_shape, check_choice, check_positive, check_floating, che
 
 # %% auto #0
 __all__ = ['SIGMA_REL', 'SYMBOLS', 'ARCHITECTURES', 'WIRING', 'ABSTRACTOR_CLAIMS', 'ORDER_ABSTRACTOR', 'ABSTRACTOR_ORDER_MODELS',
-           'check_sigma_rel', 'allowed_pairs', 'relative_table', 'rca_kernel', 'RelationalCrossAttention',
-           'rca_reference', 'sinusoidal', 'LearnedSymbols', 'SinusoidalSymbols', 'PositionRelativeSymbols',
-           'MultiHeadAttention', 'FeedForward', 'AddNorm', 'EncoderLayer', 'Encoder', 'AbstractorConfig',
-           'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor', 'DecoderLayer', 'MultiAttentionDecoder',
-           'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq', 'count_params', 'AbstractorClassifier',
-           'abstractor_order_model', 'abstractor_order_experiment', 'math_models']
+           'MATH_TPLUS_D', 'check_sigma_rel', 'allowed_pairs', 'relative_table', 'rca_kernel',
+           'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LearnedSymbols', 'SinusoidalSymbols',
+           'PositionRelativeSymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm', 'EncoderLayer', 'Encoder',
+           'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor', 'DecoderLayer',
+           'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq', 'count_params',
+           'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment', 'math_models']
 
 # %% ../nbs/03_abstractor.ipynb #c005
 SIGMA_REL = ('softmax', 'sigmoid', 'tanh', 'identity')    # relation activations σ_rel ('linear' = 'identity')
@@ -425,6 +425,7 @@ class Seq2SeqConfig:
     n_dec_layers: int = 2                 # decoder layers
     abstractor: AbstractorConfig = field(default_factory=AbstractorConfig)   # every Abstractor's config
     dropout: float = 0.0                  # dropout in encoder and decoder
+    emb_std: float | None = None          # token-embedding init std (None: PyTorch's N(0, 1)); the vectors are then scaled by √d
 
     def __post_init__(self):
         check_choice(self.arch, 'arch', ARCHITECTURES)
@@ -434,8 +435,10 @@ class Seq2SeqConfig:
 
 # %% ../nbs/03_abstractor.ipynb #c034
 class TokenEmbedding(nn.Module):
-    "Token ids (b, n) -> E[id]·√d (b, n, d)."
-    def __init__(self, vocab: int, d_model: int): super().__init__(); self.emb, self.scale = nn.Embedding(vocab, d_model), math.sqrt(d_model)
+    "Token ids (b, n) -> E[id]·√d (b, n, d); E initialised N(0, std²) (None: PyTorch's N(0, 1))."
+    def __init__(self, vocab: int, d_model: int, std: float | None = None):
+        super().__init__(); self.emb, self.scale = nn.Embedding(vocab, d_model), math.sqrt(d_model)
+        if std is not None: nn.init.normal_(self.emb.weight, std=check_positive(std, 'std', integer=False, finite=True))
     def forward(self, ids): return self.emb(ids) * self.scale
 
 class EncoderDecoder(nn.Module):
@@ -483,9 +486,9 @@ def make_seq2seq(cfg: Seq2SeqConfig) -> EncoderDecoder:
              'ablation': lambda: Abstractor(d, cfg.abstractor, attention=SymbolCrossAttention)}
     wiring, attend = WIRING[cfg.arch]
     stages = {name: (build[kind](), src) for name, kind, src in wiring}
-    src_embed = TokenEmbedding(cfg.src_vocab, d) if cfg.src_vocab else nn.Linear(cfg.d_src, d)
+    src_embed = TokenEmbedding(cfg.src_vocab, d, cfg.emb_std) if cfg.src_vocab else nn.Linear(cfg.d_src, d)
     decoder = MultiAttentionDecoder(cfg.n_dec_layers, d, cfg.n_heads, cfg.d_ff, len(attend), cfg.d_k, cfg.dropout)
-    return EncoderDecoder(src_embed, TokenEmbedding(cfg.tgt_vocab, d), stages, attend, decoder, nn.Linear(d, cfg.tgt_vocab), cfg.src_pad_id)
+    return EncoderDecoder(src_embed, TokenEmbedding(cfg.tgt_vocab, d, cfg.emb_std), stages, attend, decoder, nn.Linear(d, cfg.tgt_vocab), cfg.src_pad_id)
 
 def count_params(model: nn.Module) -> int:
     "Number of trainable parameters."
@@ -562,10 +565,15 @@ def abstractor_order_experiment() -> pd.DataFrame:
     return run_sweep('abstractor_order', [{**t, 'epochs': by_profile(5, 100, 100)} for t in trials], trial)
 
 # %% ../nbs/03_abstractor.ipynb #c058
+MATH_TPLUS_D = 172   # Transformer+ width (d_ff = 2d): the multiple of 4 whose parameter count is closest to the Abstractor's (checked below)
+
 def math_models(src_vocab: int, tgt_vocab: int, pad_id: int = 0) -> dict[str, Seq2SeqConfig]:
-    "App. B.3: the Abstractor (d), Transformer and Transformer+ configurations for character-level math problems."
-    common = dict(tgt_vocab=tgt_vocab, src_vocab=src_vocab, src_pad_id=pad_id, n_heads=4, n_enc_layers=1, n_dec_layers=1)
-    ab = AbstractorConfig(n_layers=1, d_model=128, n_heads=4, d_k=32, d_ff=256, sigma_rel='softmax', symbols='sinusoidal', max_len=512)
-    return {'Abstractor (d)': Seq2SeqConfig('d', d_model=128, d_ff=256, abstractor=ab, **common),
-            'Transformer': Seq2SeqConfig('transformer', d_model=128, d_ff=256, abstractor=ab, **common),
-            'Transformer+': Seq2SeqConfig('transformer', d_model=200, d_ff=400, abstractor=replace(ab, d_model=200), **common)}
+    """App. B.3 and the official `experiments/math/models.py`: the Abstractor (d), Transformer and a parameter-matched
+    Transformer+ for character-level math problems. As the official models: dropout 0.1 everywhere and symbol self-attention
+    in the Abstractor. Token embeddings N(0, 1/d)·√d (unit-scale entries, like the positions) for every math model of the book."""
+    def cfg(arch, d, ab): return Seq2SeqConfig(arch, d_model=d, d_ff=2 * d, abstractor=replace(ab, d_model=d), dropout=0.1, emb_std=d ** -0.5,
+                                               tgt_vocab=tgt_vocab, src_vocab=src_vocab, src_pad_id=pad_id, n_heads=4, n_enc_layers=1, n_dec_layers=1)
+    ab = AbstractorConfig(n_layers=1, d_model=128, n_heads=4, d_k=32, d_ff=256, sigma_rel='softmax', symbols='sinusoidal', max_len=512,
+                          symbol_self_attention=True, dropout=0.1)
+    return {'Abstractor (d)': cfg('d', 128, ab), 'Transformer': cfg('transformer', 128, ab),
+            'Transformer+': cfg('transformer', MATH_TPLUS_D, replace(ab, d_ff=2 * MATH_TPLUS_D))}

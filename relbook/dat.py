@@ -520,7 +520,8 @@ class DATStack(nn.Module):
 
 class DATSeq2Seq(nn.Module):
     "Encoder-decoder DAT (§4.2): token embeddings, DAT encoder, DAT decoder with cross-attention, linear head."
-    def __init__(self, src_vocab: int, tgt_vocab: int, enc: DATConfig, dec: DATConfig, pad_id: int = 0):
+    def __init__(self, src_vocab: int, tgt_vocab: int, enc: DATConfig, dec: DATConfig, pad_id: int = 0,
+                 share_symbols: bool = False):   # one symbol library for encoder and decoder (App. C.2)
         super().__init__()
         if enc.d_model != dec.d_model: raise ValueError(f"enc.d_model={enc.d_model} and dec.d_model={dec.d_model} must match")
         check_positive(src_vocab, 'src_vocab'); check_positive(tgt_vocab, 'tgt_vocab')
@@ -528,6 +529,10 @@ class DATSeq2Seq(nn.Module):
         self.src_emb, self.tgt_emb = nn.Embedding(src_vocab, enc.d_model), nn.Embedding(tgt_vocab, dec.d_model)
         for e in (self.src_emb, self.tgt_emb): nn.init.normal_(e.weight, std=enc.d_model ** -0.5)   # ×√d: unit scale, like the positions
         self.encoder, self.decoder = DATStack(enc), DATStack(dec, cross=True)
+        if share_symbols and self.encoder.symbols is not None and self.decoder.symbols is not None:
+            if (enc.symbol_type, enc.max_len, enc.max_rel_pos, enc.n_symbols, enc.sym_heads) != (dec.symbol_type, dec.max_len, dec.max_rel_pos, dec.n_symbols, dec.sym_heads):
+                raise ValueError("share_symbols needs the same symbol assignment in enc and dec (symbol_type, max_len, max_rel_pos, n_symbols, sym_heads)")
+            self.decoder.symbols = self.encoder.symbols                     # one module: its parameters count once
         self.head = nn.Linear(dec.d_model, tgt_vocab)
 
     def encode(self, src):

@@ -20,7 +20,7 @@ from .mathdata import math_data, math_data_jobs, generate_many, PAD, BOS, EOS, V
 
 # %% auto #0
 __all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MATH_CONVERGENCE', 'MathProtocol', 'math_protocol', 'register_math_model',
-           'math_model', 'curve_budget', 'model_vs', 'whole_answer_floor', 'fit_math', 'math_trial',
+           'math_model', 'curve_budget', 'model_vs', 'whole_answer_floor', 'AlsoOn', 'fit_math', 'math_trial',
            'math_benchmark_experiment', 'math_jobs', 'trained_math_model', 'fraction_roles', 'encoder_internals',
            'cluster_evidence', 'value_probe']
 
@@ -28,19 +28,22 @@ __all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MATH_CONVERGENCE', 'MathProt
 @dataclass
 class MathProtocol:
     modules: list          # mathematics_dataset modules
-    n_train: int           # training problems per module (train-easy)
-    n_val: int             # validation problems (model selection, learning curve)
-    n_test: int            # test problems (interpolate split)
+    n_train: int           # training problems per module (train-easy/medium/hard in equal parts)
+    n_val: int             # validation problems, same mixture (model selection, learning curve)
+    n_test: int            # test problems (interpolate; and extrapolate where the module has it)
     steps: int             # optimizer steps per model
     batch_size: int        # mini-batch size
     eval_every: int        # steps between validations (the learning curve)
     seeds: int             # trials per (model, module)
+    data_seed: int = 0     # one data set per module for every trial seed
 
 def math_protocol(profile: str | None = None) -> MathProtocol:
     "The benchmark protocol at a profile."
     return by_profile(
         smoke=MathProtocol(['arithmetic__mixed'], 256, 64, 64, 6, 32, 3, 1),
-        quick=MathProtocol(['arithmetic__mixed', 'algebra__linear_1d', 'algebra__sequence_next_term'], 20_000, 500, 1000, 1000, 64, 100, 1),
+        quick=MathProtocol(['arithmetic__mixed', 'algebra__linear_1d', 'algebra__sequence_next_term'], 20_000, 500, 1000, 1000, 64, 100, 3),
+        gpu=MathProtocol(['algebra__linear_1d', 'algebra__sequence_next_term', 'arithmetic__mixed', 'calculus__differentiate',
+                          'polynomials__add', 'polynomials__expand'], 100_000, 2000, 5000, 6000, 128, 500, 5),
         full=MathProtocol(['algebra__linear_1d', 'algebra__sequence_next_term', 'arithmetic__mixed', 'calculus__differentiate',
                            'polynomials__add', 'polynomials__expand'], 500_000, 2000, 5000, 100_000, 128, 2000, 3), profile=profile)
 
@@ -58,7 +61,7 @@ for _name, _cfg in math_models(src_vocab=VOCAB_SIZE, tgt_vocab=VOCAB_SIZE, pad_i
     register_math_model(_name, lambda c=_cfg: make_seq2seq(c))
 
 TP_MATH = TPConfig(vocab=VOCAB_SIZE, pad_id=PAD, d_model=128, n_heads=4, d_ff=256, n_enc_layers=1, n_dec_layers=1,
-                   dropout=0.0, max_len=256)     # the Abstractor paper's scale (App. B.3), for a like-for-like table
+                   dropout=0.0, max_len=256, markers=(BOS, EOS))     # the Abstractor paper's scale (App. B.3), for a like-for-like table
 register_math_model('TP-Transformer', lambda: TPTransformer(TP_MATH))
 register_math_model('TP-Transformer (no roles)', lambda: TPTransformer(replace(TP_MATH, tp=False)))
 
@@ -119,17 +122,30 @@ claim(id='tp-math-roles-help', chapter='07_math_benchmark', paper='schlag2019enh
 def _model_path(model: str, module: str, seed: int):
     return results_dir() / 'checkpoints' / 'math_models' / f"{get_profile()}-{model}-{module}-s{seed}.pt".replace(' ', '_')
 
+class AlsoOn(Seq2Seq):
+    "The `Seq2Seq` task whose evaluations also report teacher-forced accuracy on other sets (`{name}_acc`): extra learning curves."
+    def __init__(self, extra: dict[str, tuple], pad_id: int = PAD):
+        super().__init__(pad_id=pad_id); self.extra = extra
+    def evaluate(self, model, data, batch_size: int = 1024) -> dict[str, float]:
+        out = super().evaluate(model, data, batch_size)
+        for name, d in self.extra.items(): out[f'{name}_acc'] = super().evaluate(model, d, batch_size)['acc']
+        return out
+
 def fit_math(net: nn.Module, module: str, proto, seed: int) -> dict:
     """Train `net` on one module with the benchmark's recipe at `proto`'s scale (n_train/n_val/n_test, steps, batch_size,
-    eval_every); test metrics on `interpolate` and the validation curve. Shared by every chapter's math experiment."""
+    eval_every); test metrics on `interpolate` (and `extrap_*` on the module's extrapolation set, if any), and the learning
+    curve [step, validation acc, interpolate acc]. Shared by every chapter's math experiment."""
     dev = get_device()
-    d = math_data(module, proto.n_train, proto.n_val, proto.n_test, seed=seed)
+    d = math_data(module, proto.n_train, proto.n_val, proto.n_test, seed=getattr(proto, 'data_seed', seed))
     cfg = replace(MATH_TRAIN, batch_size=proto.batch_size, max_steps=proto.steps, eval_every=proto.eval_every)
-    res = fit(net, Seq2Seq(pad_id=PAD), d['train'], d['val'], cfg, seed=seed, progress=False)
-    test = Seq2Seq(pad_id=PAD, autoregressive=True).evaluate(net, tuple(t.to(dev) for t in d['test']), batch_size=500)
-    return {**{k: v for k, v in test.items() if k != 'loss'}, 'test_loss': test['loss'], 'n_params': count_params(net),
-            'best_step': res.best_step, 'fit_time_s': res.wall_time_s,
-            'curve': [[r['step'], r['val_acc']] for r in res.history]}
+    res = fit(net, AlsoOn({'interp': tuple(t.to(dev) for t in d['test'])}), d['train'], d['val'], cfg, seed=seed, progress=False)
+    out = {'n_params': count_params(net), 'best_step': res.best_step, 'fit_time_s': res.wall_time_s,
+           'n_test': len(d['test'][0]), 'curve': [[r['step'], r['val_acc'], r['val_interp_acc']] for r in res.history]}
+    for name, prefix in (('test', ''), ('extrapolate', 'extrap_')):
+        if name not in d: continue
+        m = Seq2Seq(pad_id=PAD, autoregressive=True).evaluate(net, tuple(t.to(dev) for t in d[name]), batch_size=500)
+        out.update({prefix + (k if k != 'loss' else 'test_loss'): v for k, v in m.items()})
+    return out
 
 def math_trial(model: str, module: str, seed: int, save: bool | None = None) -> dict:
     "Train one model on one module; test metrics on `interpolate`, the validation curve, and the model saved if asked."
@@ -148,21 +164,28 @@ def math_benchmark_experiment() -> pd.DataFrame:
 
 def math_jobs(proto) -> list[tuple]:
     "Every generated set (module, split, n, seed) the trials of a math protocol ask for: what `relbook prepare` caches."
-    return [j for m in proto.modules for s in range(proto.seeds) for j in math_data_jobs(m, proto.n_train, proto.n_val, proto.n_test, seed=s)]
+    seeds = [proto.data_seed] if hasattr(proto, 'data_seed') else range(proto.seeds)
+    return [j for m in proto.modules for s in seeds for j in math_data_jobs(m, proto.n_train, proto.n_val, proto.n_test, seed=s)]
 
 @preparer('math_benchmark')
 def _prepare_math_benchmark(profile: str, workers: int) -> None:
     generate_many(math_jobs(math_protocol(profile)), workers)
 
 def trained_math_model(model: str, module: str = 'arithmetic__mixed', seed: int = 0) -> nn.Module:
-    "The model the sweep trained, from its (git-ignored) checkpoint; if that is gone, the trial again, seeded as the sweep seeds it, and said so."
+    """The model the sweep trained, from its (git-ignored) checkpoint. If that is gone, the trial is run again with its
+    recorded seed, exactly as the sweep runs it, and checked against its stored row: a different model raises, never silently."""
     p = _model_path(model, module, seed)
     if not p.exists():
+        rows = [r for r in store_for('math_benchmark').rows() if r['params'] == {'model': model, 'module': module, 'seed': seed}]
         seed_everything(seed)                  # as run_sweep does before a trial: the same initial weights and batches
         t0 = time.perf_counter(); out = math_trial(model, module, seed, save=True)
-        row = [r['acc'] for r in store_for('math_benchmark').rows() if r['params'] == {'model': model, 'module': module, 'seed': seed}]
-        print(f"checkpoint {p.name} was missing: retrained {model} on {module} (seed {seed}, {time.perf_counter() - t0:.0f} s); "
-              f"test char. accuracy {out['acc']:.4f}" + (f" (its row in the results store: {row[0]:.4f})" if row else ''))
+        print(f"checkpoint {p.name} was missing: re-ran the trial of {model} on {module} with its seed {seed} "
+              f"({time.perf_counter() - t0:.0f} s); test char. accuracy {out['acc']:.4f}"
+              + (f", its stored row {rows[0]['acc']:.4f}" if rows else ' (no stored row to compare with)'))
+        if rows and abs(out['acc'] - rows[0]['acc']) > 1e-6:
+            p.unlink()
+            raise RuntimeError(f"the re-run {model} (seed {seed}) scores {out['acc']:.6f}, its stored row {rows[0]['acc']:.6f}: not the model "
+                               f"of the table (another commit, thread count or device?). Re-run the sweep here (`relbook run math_benchmark`).")
     net = math_model(model); net.load_state_dict(torch.load(p, map_location='cpu')); return net.eval()
 
 # %% ../nbs/07_math_benchmark.ipynb #c016
@@ -181,10 +204,13 @@ def fraction_roles(question: str) -> list[str | None]:
 
 # %% ../nbs/07_math_benchmark.ipynb #c018
 def encoder_internals(net: nn.Module, src: torch.Tensor) -> dict[str, torch.Tensor]:
-    "Last encoder layer of a TPTransformer: its input states (b, n, d), roles, values (b, h, n, k) and attention (b, h, n, n)."
+    """Last encoder layer of a TPTransformer: its input states (b, n, d), roles, values (b, h, n, k) and attention (b, h, n, n),
+    aligned with the columns of `src` (the start/end markers the model wraps around the source are cut off)."""
     with torch.no_grad(): inter = net.encode(src, return_intermediates=True)[1]
-    last = inter.layers[-1]
-    return {'states': last.inputs, 'roles': last.roles, 'values': last.values, 'attn': last.attn}
+    last, n = inter.layers[-1], src.shape[1]
+    cut = slice(1, n + 1) if net.cfg.markers is not None else slice(0, n)   # marked column j + 1 holds source column j
+    return {'states': last.inputs[:, cut], 'roles': None if last.roles is None else last.roles[:, :, cut],
+            'values': last.values[:, :, cut], 'attn': last.attn[:, :, cut, cut]}
 
 def cluster_evidence(clusters: np.ndarray, labels: list, n_perm: int = 500, seed: int = 0) -> dict:
     "How much k-means clusters tell about numerator/denominator labels: NMI, purity, a permutation p-value."

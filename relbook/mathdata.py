@@ -7,9 +7,9 @@ from __future__ import annotations
 import re, sys, importlib, importlib.util
 
 # %% auto #0
-__all__ = ['PAD', 'BOS', 'EOS', 'CHARS', 'VOCAB_SIZE', 'MAX_Q', 'MAX_A', 'SPLITS', 'MATH_MODULES', 'SKIPPED', 'load_generator',
-           'encode', 'decode', 'data_dir', 'generate_problems', 'math_tensors', 'math_data', 'math_data_jobs',
-           'generate_many']
+__all__ = ['PAD', 'BOS', 'EOS', 'CHARS', 'VOCAB_SIZE', 'MAX_Q', 'MAX_A', 'SPLITS', 'MATH_MODULES', 'TRAIN_DIFFICULTIES',
+           'EXTRAPOLATE', 'SKIPPED', 'load_generator', 'encode', 'decode', 'data_dir', 'generate_problems',
+           'math_tensors', 'math_data', 'math_data_jobs', 'generate_many']
 
 # %% ../nbs/93_math_data.ipynb #c004
 _POLY = 'mathematics_dataset.sample.polynomials'
@@ -76,6 +76,9 @@ MAX_Q, MAX_A = 160, 30                       # the papers' question / answer len
 SPLITS = ('train-easy', 'train-medium', 'train-hard', 'interpolate', 'extrapolate')
 MATH_MODULES = ('algebra__linear_1d', 'algebra__sequence_next_term', 'arithmetic__mixed',
                 'calculus__differentiate', 'polynomials__add', 'polynomials__expand')   # used by the papers
+
+TRAIN_DIFFICULTIES = SPLITS[:3]              # 'train' = these three in equal parts, as the published files
+EXTRAPOLATE = {'arithmetic__mixed': 'arithmetic__mixed_longer'}   # the extrapolation module of each paper module that has one
 
 def _modules(split: str) -> dict:
     "The generator's module functions of one split (initialised once, with the train split in three difficulties)."
@@ -163,19 +166,32 @@ def math_tensors(problems: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.T
     tgt = torch.tensor([encode(a, la, True) for _, a in problems], dtype=torch.long)
     return src, tgt
 
+def _data_plan(module: str, n_train: int, n_val: int, n_test: int, seed: int, train_split: str, test_split: str) -> dict[str, list[tuple]]:
+    "Set name -> the `generate_problems` calls (module, split, n, seed) that make it."
+    check_choice(train_split, 'train_split', ('train',) + TRAIN_DIFFICULTIES); check_choice(test_split, 'test_split', SPLITS)
+    for k, v in (('n_train', n_train), ('n_val', n_val), ('n_test', n_test)): check_positive(v, k)
+    parts = TRAIN_DIFFICULTIES if train_split == 'train' else (train_split,)
+    def mix(n, s): return [(module, sp, n // len(parts) + (i < n % len(parts)), s) for i, sp in enumerate(parts) if n // len(parts) + (i < n % len(parts))]
+    plan = {'train': mix(n_train, seed), 'val': mix(n_val, seed + 1_000_003), 'test': [(module, test_split, n_test, seed)]}
+    if test_split == 'interpolate' and module in EXTRAPOLATE: plan['extrapolate'] = [(EXTRAPOLATE[module], 'extrapolate', n_test, seed)]
+    return plan
+
 def math_data(module: str, n_train: int, n_val: int, n_test: int, seed: int = 0,
-              train_split: str = 'train-easy', test_split: str = 'interpolate') -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    "Train / val (training distribution) and test (`test_split`) tensors of one module, test questions unseen in training."
-    train, val, test = (generate_problems(*job) for job in math_data_jobs(module, n_train, n_val, n_test, seed, train_split, test_split))
-    seen = {q for q, _ in train}
-    test = [p for p in test if p[0] not in seen]
-    return {'train': math_tensors(train), 'val': math_tensors(val), 'test': math_tensors(test)}
+              train_split: str = 'train', test_split: str = 'interpolate') -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Train and val (the training distribution: `train_split`, by default the three difficulties in equal parts), test
+    (`test_split`) and, where the module has one, extrapolate tensors; held-out questions never occur in training."""
+    sets = {k: [p for job in jobs for p in generate_problems(*job)]
+            for k, jobs in _data_plan(module, n_train, n_val, n_test, seed, train_split, test_split).items()}
+    seen = {q for q, _ in sets['train']}
+    sets = {k: v if k == 'train' else [p for p in v if p[0] not in seen] for k, v in sets.items()}
+    empty = [k for k, v in sets.items() if not v]
+    if empty: raise ValueError(f"every {empty} question also occurs in training: draw more problems (n_val/n_test) or fewer for training")
+    return {k: math_tensors(v) for k, v in sets.items()}
 
 def math_data_jobs(module: str, n_train: int, n_val: int, n_test: int, seed: int = 0,
-                   train_split: str = 'train-easy', test_split: str = 'interpolate') -> list[tuple]:
-    "The `generate_problems` calls (module, split, n, seed) behind `math_data`: train, validation, test."
-    check_choice(train_split, 'train_split', SPLITS[:3]); check_choice(test_split, 'test_split', SPLITS)
-    return [(module, train_split, n_train, seed), (module, train_split, n_val, seed + 1_000_003), (module, test_split, n_test, seed)]
+                   train_split: str = 'train', test_split: str = 'interpolate') -> list[tuple]:
+    "The `generate_problems` calls (module, split, n, seed) behind `math_data`, in the order of its sets."
+    return [j for jobs in _data_plan(module, n_train, n_val, n_test, seed, train_split, test_split).values() for j in jobs]
 
 def generate_many(jobs: Sequence[tuple], workers: int | None = None) -> list[tuple]:
     "Generate and cache many (module, split, n, seed) sets with `workers` processes; the same sets as one at a time."

@@ -131,18 +131,23 @@ class TPConfig:
     dropout: float = 0.0        # dropout on sub-layer outputs and embeddings
     max_len: int = 256          # longest sequence the positional encoding covers
     tp: bool = True             # False: the plain Transformer (no roles), same code
+    markers: tuple | None = None  # (start id, end id) wrapped around every source (official data loader), or None
     def __post_init__(self):
         for k in ('vocab', 'd_model', 'n_heads', 'd_ff', 'n_enc_layers', 'n_dec_layers', 'max_len'): check_positive(getattr(self, k), k)
         if self.d_model % self.n_heads: raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if not 0 <= self.pad_id < self.vocab: raise ValueError(f"pad_id must be in [0, {self.vocab}), got {self.pad_id}")
         if not 0 <= self.dropout < 1: raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.markers is not None and (len(self.markers) != 2 or any(not 0 <= m < self.vocab or m == self.pad_id for m in self.markers)):
+            raise ValueError(f"markers must be (start id, end id) in [0, {self.vocab}) other than pad_id, got {self.markers!r}")
 
 class TPEmbedding(nn.Module):
-    "x = E[s]·√d + PE, then the input role z = x ⊙ (W x + b + 1) (eq. 2; omitted when tp=False)."
+    "x = E[s]·√d + PE, then the input role z = x ⊙ (W x + b + 1) (eq. 2; omitted when tp=False); E, W ~ N(0, 1/d) (official)."
     def __init__(self, cfg: TPConfig):
         super().__init__()
-        self.emb, self.scale = nn.Embedding(cfg.vocab, cfg.d_model, padding_idx=cfg.pad_id), math.sqrt(cfg.d_model)
+        self.emb, self.scale = nn.Embedding(cfg.vocab, cfg.d_model), math.sqrt(cfg.d_model)
+        nn.init.normal_(self.emb.weight, std=cfg.d_model ** -0.5)
         self.role = nn.Linear(cfg.d_model, cfg.d_model) if cfg.tp else None
+        if self.role is not None: nn.init.normal_(self.role.weight, std=cfg.d_model ** -0.5)
         self.register_buffer('pe', sinusoidal(cfg.max_len, cfg.d_model), persistent=False)
         self.drop = nn.Dropout(cfg.dropout)
     def forward(self, tok: torch.Tensor) -> torch.Tensor:          # (b, n) -> (b, n, d)
@@ -152,34 +157,43 @@ class TPEmbedding(nn.Module):
         return self.drop(x)
 
 # %% ../nbs/06_tp_transformer.ipynb #c014
+def _tp_ffn(cfg: TPConfig) -> FeedForward:
+    "The position-wise feed-forward layer, Xavier-uniform weights (official `PositionwiseFeedforward.reset_parameters`)."
+    ff = FeedForward(cfg.d_model, cfg.d_ff)
+    for m in ff:
+        if isinstance(m, nn.Linear): nn.init.xavier_uniform_(m.weight)
+    return ff
+
 class TPEncoderCell(nn.Module):
-    "x ← LN(x + TPMHA(x)); x ← LN(x + FFN(x)); output LN (official code)."
+    "x ← x + TPMHA(LN(x)); x ← x + FFN(LN(x)); output LN (pre-LN, as the official code)."
     def __init__(self, cfg: TPConfig):
         super().__init__()
-        self.att, self.ff = TPMultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.tp), FeedForward(cfg.d_model, cfg.d_ff)
+        self.att, self.ff = TPMultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.tp), _tp_ffn(cfg)
         self.ln1, self.ln2, self.ln_out = (nn.LayerNorm(cfg.d_model) for _ in range(3))
         self.drop = nn.Dropout(cfg.dropout)
     def forward(self, x, pad):                                      # (b, n, d), (b, n) True at PAD
-        x = self.ln1(x + self.drop(self.att(x, x, pad)))
-        return self.ln_out(self.ln2(x + self.drop(self.ff(x))))
+        z = self.ln1(x); x = x + self.drop(self.att(z, z, pad))
+        x = x + self.drop(self.ff(self.ln2(x)))
+        return self.ln_out(x)
 
 class TPDecoderCell(nn.Module):
-    "Causal TP self-attention, TP cross-attention (roles from the decoder), FFN; post-LN and an output LN."
+    "Causal TP self-attention, TP cross-attention (roles from the decoder), FFN; pre-LN and an output LN."
     def __init__(self, cfg: TPConfig):
         super().__init__()
         self.self_att, self.cross_att = (TPMultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.tp) for _ in range(2))
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff)
+        self.ff = _tp_ffn(cfg)
         self.ln1, self.ln2, self.ln3, self.ln_out = (nn.LayerNorm(cfg.d_model) for _ in range(4))
         self.drop = nn.Dropout(cfg.dropout)
     def forward(self, y, mem, src_pad):                             # (b, t, d), (b, n, d), (b, n)
-        y = self.ln1(y + self.drop(self.self_att(y, y, None, causal=True)))
-        y = self.ln2(y + self.drop(self.cross_att(y, mem, src_pad)))
-        return self.ln_out(self.ln3(y + self.drop(self.ff(y))))
+        z = self.ln1(y); y = y + self.drop(self.self_att(z, z, None, causal=True))
+        y = y + self.drop(self.cross_att(self.ln2(y), mem, src_pad))
+        y = y + self.drop(self.ff(self.ln3(y)))
+        return self.ln_out(y)
 
 # %% ../nbs/06_tp_transformer.ipynb #c016
 @dataclass
 class TPLayerInternals:
-    inputs: torch.Tensor               # (b, n, d) the states the layer attends to
+    inputs: torch.Tensor               # (b, n, d) the states the layer's attention reads (after its first LN)
     values: torch.Tensor               # (b, h, n, d_k) value vectors
     roles: torch.Tensor | None         # (b, h, n, d_k) role vectors (None without roles)
     attn: torch.Tensor                 # (b, h, n, n) attention weights
@@ -203,31 +217,39 @@ class TPTransformer(nn.Module):
         self.cfg, self.embed = cfg, TPEmbedding(cfg)
         self.enc = nn.ModuleList(TPEncoderCell(cfg) for _ in range(cfg.n_enc_layers))
         self.dec = nn.ModuleList(TPDecoderCell(cfg) for _ in range(cfg.n_dec_layers))
-        self.out_bias = nn.Parameter(torch.zeros(cfg.vocab))
     def _tokens(self, t, name):
         check_shape(t, name, ('b', None))
         if t.dtype != torch.long or t.min() < 0 or t.max() >= self.cfg.vocab:
             raise ValueError(f"{name} must be int64 token ids in [0, {self.cfg.vocab}), got dtype {t.dtype}")
         return t
+    def source(self, src: torch.Tensor) -> torch.Tensor:
+        "The encoder's input tokens: `src` wrapped in the start/end markers (if configured), pads kept at the end."
+        self._tokens(src, 'src')
+        if self.cfg.markers is None: return src
+        start, end = self.cfg.markers
+        n = (src != self.cfg.pad_id).sum(1, keepdim=True)                                 # real tokens (pads are trailing)
+        out = torch.cat([torch.full_like(src[:, :1], start), src, torch.full_like(src[:, :1], self.cfg.pad_id)], 1)
+        return out.scatter(1, n + 1, end)
     def encode(self, src: torch.Tensor, return_intermediates: bool = False):
-        "Encoder states (b, n, d); with `return_intermediates`, also a TPIntermediates."
-        pad, x, inter = self._tokens(src, 'src') == self.cfg.pad_id, self.embed(src), TPIntermediates()
+        "Encoder states (b, n', d) over `source(src)`; with `return_intermediates`, also a TPIntermediates."
+        tok = self.source(src)
+        pad, x, inter = tok == self.cfg.pad_id, self.embed(tok), TPIntermediates()
         for cell in self.enc:
-            if return_intermediates: inter.layers.append(attention_internals(cell.att, x, pad))
+            if return_intermediates: inter.layers.append(attention_internals(cell.att, cell.ln1(x), pad))
             x = cell(x, pad)
         return (x, inter) if return_intermediates else x
     def decode(self, tgt_in: torch.Tensor, mem: torch.Tensor, src_pad: torch.Tensor) -> torch.Tensor:
-        "Logits (b, t, V) for the next token at every position of `tgt_in`."
+        "Logits (b, t, V) for the next token at every position of `tgt_in`; `src_pad` marks the pads of `source(src)`."
         y = self.embed(self._tokens(tgt_in, 'tgt_in'))
         for cell in self.dec: y = cell(y, mem, src_pad)
-        return y @ self.embed.emb.weight.T + self.out_bias
+        return y @ self.embed.emb.weight.T
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         "Teacher forcing: logits (b, t, V)."
-        return self.decode(tgt_in, self.encode(src), src == self.cfg.pad_id)
+        return self.decode(tgt_in, self.encode(src), self.source(src) == self.cfg.pad_id)
     @torch.no_grad()
     def generate(self, src: torch.Tensor, n_steps: int, start: torch.Tensor) -> torch.Tensor:
         "Greedy decoding from `start` (b, 1): the next `n_steps` tokens (b, n_steps)."
         check_positive(n_steps, 'n_steps'); self._tokens(start, 'start')
-        mem, pad, out = self.encode(src), src == self.cfg.pad_id, start
+        mem, pad, out = self.encode(src), self.source(src) == self.cfg.pad_id, start
         for _ in range(n_steps): out = torch.cat([out, self.decode(out, mem, pad)[:, -1:].argmax(-1)], 1)
         return out[:, 1:]
