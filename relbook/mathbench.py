@@ -4,9 +4,9 @@
 
 # %% ../nbs/07_math_benchmark.ipynb #c002
 from __future__ import annotations
-import json, math, os, re, time
+import ast, hashlib, json, math, os, re, time, warnings
 from dataclasses import dataclass, replace, asdict
-from typing import Callable
+from typing import Callable, Hashable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
@@ -17,12 +17,17 @@ from .abstractor import math_models, make_seq2seq, count_params
 from .tpr import TPConfig, TPTransformer
 from .campaign import preparer
 from .mathdata import math_data, math_data_jobs, generate_many, PAD, BOS, EOS, VOCAB_SIZE, decode, generate_problems
+from scipy import stats
 
 # %% auto #0
-__all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MATH_CONVERGENCE', 'MathProtocol', 'math_protocol', 'register_math_model',
-           'math_model', 'curve_budget', 'model_vs', 'whole_answer_floor', 'AlsoOn', 'fit_math', 'math_trial',
-           'math_benchmark_experiment', 'math_jobs', 'trained_math_model', 'fraction_roles', 'encoder_internals',
-           'cluster_evidence', 'value_probe']
+__all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MATH_CONVERGENCE', 'ROLES_MODELS', 'PRIMARY_K', 'SWEEP_KS', 'DEFAULT_KS',
+           'MathProtocol', 'math_protocol', 'register_math_model', 'math_model', 'curve_budget', 'model_vs',
+           'whole_answer_floor', 'AlsoOn', 'fit_math', 'math_trial', 'math_benchmark_experiment', 'math_jobs',
+           'trained_math_model', 'RolesProtocol', 'roles_protocol', 'roles_model', 'tp_roles_trial',
+           'tp_roles_experiment', 'trained_roles_model', 'fraction_roles', 'extract_expression', 'number_roles',
+           'expression_roles', 'unpad', 'restrict', 'context_free_features', 'char_position_strata', 'holm',
+           'role_cluster_table', 'compare_to_control', 'summarise', 'reversal_table', 'encoder_internals',
+           'value_probe']
 
 # %% ../nbs/07_math_benchmark.ipynb #c005
 @dataclass
@@ -171,26 +176,80 @@ def math_jobs(proto) -> list[tuple]:
 def _prepare_math_benchmark(profile: str, workers: int) -> None:
     generate_many(math_jobs(math_protocol(profile)), workers)
 
-def trained_math_model(model: str, module: str = 'arithmetic__mixed', seed: int = 0) -> nn.Module:
-    """The model the sweep trained, from its (git-ignored) checkpoint. If that is gone, the trial is run again with its
-    recorded seed, exactly as the sweep runs it, and checked against its stored row: a different model raises, never silently."""
-    p = _model_path(model, module, seed)
-    if not p.exists():
-        rows = [r for r in store_for('math_benchmark').rows() if r['params'] == {'model': model, 'module': module, 'seed': seed}]
-        seed_everything(seed)                  # as run_sweep does before a trial: the same initial weights and batches
-        t0 = time.perf_counter(); out = math_trial(model, module, seed, save=True)
-        print(f"checkpoint {p.name} was missing: re-ran the trial of {model} on {module} with its seed {seed} "
+def _trained(experiment: str, params: dict, path, build: Callable[[], nn.Module], rerun: Callable[[], dict]) -> nn.Module:
+    """A model a sweep trained, from its (git-ignored) checkpoint `path`. If that is gone, its trial is run again with its
+    recorded seed, exactly as the sweep ran it, and checked against its stored row: a different model raises, never silently."""
+    if not path.exists():
+        rows = [r for r in store_for(experiment).rows() if r['params'] == params]
+        seed_everything(params['seed'])        # as run_sweep does before a trial: the same initial weights and batches
+        t0 = time.perf_counter(); out = rerun()
+        print(f"checkpoint {path.name} was missing: re-ran the {experiment} trial {params} with its seed "
               f"({time.perf_counter() - t0:.0f} s); test char. accuracy {out['acc']:.4f}"
               + (f", its stored row {rows[0]['acc']:.4f}" if rows else ' (no stored row to compare with)'))
         if rows and abs(out['acc'] - rows[0]['acc']) > 1e-6:
-            p.unlink()
-            raise RuntimeError(f"the re-run {model} (seed {seed}) scores {out['acc']:.6f}, its stored row {rows[0]['acc']:.6f}: not the model "
-                               f"of the table (another commit, thread count or device?). Re-run the sweep here (`relbook run math_benchmark`).")
-    net = math_model(model); net.load_state_dict(torch.load(p, map_location='cpu')); return net.eval()
+            path.unlink()
+            raise RuntimeError(f"the re-run trial {params} scores {out['acc']:.6f}, its stored row {rows[0]['acc']:.6f}: not the "
+                               f"model of the table (another commit, thread count or device?). Re-run the sweep here (`relbook run {experiment}`).")
+    net = build(); net.load_state_dict(torch.load(path, map_location='cpu')); return net.eval()
+
+def trained_math_model(model: str, module: str = 'arithmetic__mixed', seed: int = 0) -> nn.Module:
+    "The benchmark's trained `model` (see `_trained`: never a silently different one)."
+    return _trained('math_benchmark', {'model': model, 'module': module, 'seed': seed}, _model_path(model, module, seed),
+                    lambda: math_model(model), lambda: math_trial(model, module, seed, save=True))
+
+# %% ../nbs/07_math_benchmark.ipynb #r00
+@dataclass
+class RolesProtocol:
+    n_layers: int; d_model: int; n_heads: int; d_ff: int       # encoder and decoder layers, width, heads, FFN width
+    n_train: int; n_val: int; n_test: int                      # arithmetic__mixed problems (the benchmark's mixture; interpolate)
+    steps: int; batch_size: int; eval_every: int; seeds: int
+    n_problems: int                                            # interpolate problems analysed (the paper: 128)
+    data_seed: int = 0
+
+def roles_protocol(profile: str | None = None) -> RolesProtocol:
+    "The role-analysis model at a profile: ≥ 3 layers at quick, 6 at gpu and full (the paper's depth)."
+    return by_profile(smoke=RolesProtocol(3, 32, 4, 64, 256, 64, 64, 6, 32, 3, 1, 16),
+                      quick=RolesProtocol(3, 128, 4, 256, 20_000, 500, 1000, 4000, 64, 250, 1, 128),
+                      gpu=RolesProtocol(6, 256, 8, 1024, 100_000, 2000, 5000, 20_000, 128, 1000, 1, 128),
+                      full=RolesProtocol(6, 512, 8, 2048, 500_000, 2000, 5000, 100_000, 128, 2000, 1, 128), profile=profile)
+
+ROLES_MODELS = ('TP-Transformer', 'TP-Transformer (no roles)')
+
+def roles_model(model: str, p: RolesProtocol | None = None) -> TPTransformer:
+    "The role-analysis TP-Transformer (or its no-roles twin) at the protocol's depth and width; otherwise as TP_MATH."
+    check_choice(model, 'model', ROLES_MODELS); p = p or roles_protocol()
+    return TPTransformer(replace(TP_MATH, d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, n_enc_layers=p.n_layers,
+                                 n_dec_layers=p.n_layers, tp=model == 'TP-Transformer'))
+
+def _roles_path(model: str, seed: int):
+    return results_dir() / 'checkpoints' / 'tp_roles_models' / f"{get_profile()}-{model}-s{seed}.pt".replace(' ', '_')
+
+def tp_roles_trial(model: str, seed: int) -> dict:
+    "Train the role-analysis model on arithmetic__mixed (the benchmark's recipe); save it for the analysis."
+    net = roles_model(model)
+    out = fit_math(net, 'arithmetic__mixed', roles_protocol(), seed)
+    atomic_write(_roles_path(model, seed), lambda tmp: torch.save(net.state_dict(), tmp))
+    return out
+
+@experiment('tp_roles')
+def tp_roles_experiment() -> pd.DataFrame:
+    "The TP-Transformer whose roles §5.1 interprets, and the same model without roles, on arithmetic__mixed."
+    return run_sweep('tp_roles', grid(model=list(ROLES_MODELS), seed=list(range(roles_protocol().seeds))), tp_roles_trial)
+
+@preparer('tp_roles')
+def _prepare_tp_roles(profile: str, workers: int) -> None:
+    p = roles_protocol(profile)
+    generate_many(math_data_jobs('arithmetic__mixed', p.n_train, p.n_val, p.n_test, seed=p.data_seed), workers)
+
+def trained_roles_model(model: str, seed: int = 0) -> TPTransformer:
+    "The trained role-analysis model (see `_trained`: never a silently different one)."
+    return _trained('tp_roles', {'model': model, 'seed': seed}, _roles_path(model, seed), lambda: roles_model(model),
+                    lambda: tp_roles_trial(model, seed))
 
 # %% ../nbs/07_math_benchmark.ipynb #c016
 def fraction_roles(question: str) -> list[str | None]:
-    "Per character: 'num' for the digits of a number just left of '/', 'den' just right of it, else None."
+    "Per character: 'num' for the digits of a number just left of '/', 'den' just right of it, else None (the surface rule)."
+    _check_question(question)
     lab = [None] * len(question)
     for m in re.finditer(r'\d+', question):
         i = m.start() - 1
@@ -202,6 +261,427 @@ def fraction_roles(question: str) -> list[str | None]:
             for k in range(m.start(), m.end()): lab[k] = 'num' if left_of else 'den'
     return lab
 
+# %% ../nbs/07_math_benchmark.ipynb #r01
+from sklearn.cluster import KMeans
+from sklearn.metrics import adjusted_mutual_info_score
+
+# §5.1's k was lost in our copy of the paper ("We use k-means with [k] to cluster the role vectors"; Figure 3 shows
+# cluster ids up to at least 9): k = 20 is our primary choice, and the sweep shows whether anything hinges on it.
+PRIMARY_K = 20
+SWEEP_KS = (5, 10, 20, 40, 50, 100)
+DEFAULT_KS = tuple(sorted({PRIMARY_K, *SWEEP_KS}))
+
+_RUN = re.compile(r'[0-9 +\-*/()]+')           # characters an arithmetic__mixed expression is made of
+_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+_UNARY = (ast.USub, ast.UAdd)
+
+def _check_question(question: str) -> None:
+    "Raise unless `question` is a non-empty string."
+    if not isinstance(question, str) or not question:
+        raise ValueError(f"question must be a non-empty string, got {question!r}")
+
+def _arith_tree(text: str) -> ast.Expression | None:
+    "The AST of `text` if it is integers combined by + - * / and unary -/+ (nothing else), else None."
+    try: tree = ast.parse(text, mode='eval')
+    except SyntaxError: return None
+    for node in ast.walk(tree):
+        ok = (isinstance(node, (ast.Expression, *_OPS, *_UNARY))
+              or (isinstance(node, ast.BinOp) and isinstance(node.op, _OPS))
+              or (isinstance(node, ast.UnaryOp) and isinstance(node.op, _UNARY))
+              or (isinstance(node, ast.Constant) and type(node.value) is int))
+        if not ok: return None
+    return tree
+
+def extract_expression(question: str) -> tuple[int, str] | None:
+    "The longest substring of digits, spaces and +-*/() of `question` that parses as arithmetic: (start, text), or None."
+    _check_question(question)
+    best: tuple[int, str] | None = None
+    for m in _RUN.finditer(question):                 # '?', '.' and letters end a run, so they are stripped
+        run = m.group()
+        if not any(c.isdigit() for c in run) or (best and len(run) <= len(best[1])): continue
+        for length in range(len(run), len(best[1]) if best else 0, -1):
+            hit = next((i for i in range(len(run) - length + 1)
+                        if run[i] != ' ' and run[i + length - 1] != ' ' and _arith_tree(run[i:i + length])), None)
+            if hit is not None: best = (m.start() + hit, run[hit:hit + length]); break
+    return best
+
+def number_roles(question: str) -> list[dict | None]:
+    "Per character: {'side', 'depth', 'place', 'number'} for each digit of a number of the expression, else None."
+    found = extract_expression(question)
+    out: list[dict | None] = [None] * len(question)
+    if found is None: return out
+    start, text = found
+    spans: list[tuple[int, int, int]] = []           # (first char, end char, denominator depth) per number literal
+    def walk(node: ast.AST, depth: int) -> None:
+        if isinstance(node, ast.Expression): walk(node.body, depth)
+        elif isinstance(node, ast.BinOp):           # only the right operand of '/' moves to the other side
+            walk(node.left, depth); walk(node.right, depth + isinstance(node.op, ast.Div))
+        elif isinstance(node, ast.UnaryOp): walk(node.operand, depth)
+        else: spans.append((node.col_offset, node.end_col_offset, depth))
+    walk(_arith_tree(text), 0)
+    for n, (a, b, depth) in enumerate(spans):
+        for j in range(a, b):                       # the expression is ASCII: AST byte offsets are character offsets
+            out[start + j] = {'side': 'den' if depth % 2 else 'num', 'depth': depth, 'place': b - 1 - j, 'number': n}
+    return out
+
+def expression_roles(question: str, detail: str = 'side') -> list[str | None]:
+    "Per character: the effective 'num'/'den' side of each digit of the parsed expression (finer with `detail`), else None."
+    if detail not in ('side', 'depth', 'place'):
+        raise ValueError(f"detail must be one of 'side', 'depth', 'place', got {detail!r}")
+    fmt = {'side': lambda r: r['side'], 'depth': lambda r: f"{r['side']}/depth{r['depth']}",
+           'place': lambda r: f"{r['side']}/place{r['place']}"}[detail]
+    return [None if r is None else fmt(r) for r in number_roles(question)]
+
+# %% ../nbs/07_math_benchmark.ipynb #r02
+def _to_numpy(x, name: str) -> np.ndarray:
+    "A float64 numpy array from an array or tensor, or a ValueError naming `name`."
+    if torch.is_tensor(x): x = x.detach().cpu().numpy()
+    if not isinstance(x, np.ndarray) or not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+        raise ValueError(f"{name} must be a real numpy array or torch tensor, got {type(x).__name__}")
+    return x.astype(np.float64)
+
+def unpad(batch, lengths: Sequence[int]) -> list[np.ndarray]:
+    "Padded (b, h, n, d) or (b, n, d) array/tensor -> one (h, n_i, d) or (n_i, d) array per question of length n_i."
+    x = _to_numpy(batch, 'batch')
+    if x.ndim not in (3, 4): raise ValueError(f"batch must be (b, h, n, d) or (b, n, d), got shape {x.shape}")
+    n = x.shape[-2]
+    if len(lengths) != len(x) or any(not isinstance(l, (int, np.integer)) or not 1 <= l <= n for l in lengths):
+        raise ValueError(f"lengths must hold {len(x)} integers in [1, {n}], got {list(lengths)[:8]}")
+    return [x[i, ..., :int(l), :] for i, l in enumerate(lengths)]
+
+def restrict(mask: Sequence[bool], *per_question: Sequence) -> tuple[list, ...]:
+    "Keep the questions where `mask` is True (e.g. solved correctly) in each per-question sequence, as lists."
+    m = np.asarray(mask)
+    if m.ndim != 1 or m.dtype != bool:
+        raise ValueError(f"mask must be a 1-D boolean sequence, got dtype {m.dtype}, shape {m.shape}")
+    if not m.any(): raise ValueError("mask must keep at least one question, got all False")
+    if not per_question: raise ValueError("per_question must hold at least one sequence to restrict")
+    for j, seq in enumerate(per_question):
+        if len(seq) != len(m): raise ValueError(f"per_question[{j}] must have len(mask)={len(m)} items, got {len(seq)}")
+    return tuple([s for s, keep in zip(seq, m) if keep] for seq in per_question)
+
+def _check_questions(questions: Sequence[str]) -> None:
+    "Raise unless `questions` is a non-empty list of non-empty strings."
+    if (isinstance(questions, str) or not isinstance(questions, Sequence) or len(questions) == 0
+            or not all(isinstance(q, str) and q for q in questions)):
+        raise ValueError("questions must be a non-empty list of non-empty strings")
+
+def context_free_features(questions: Sequence[str], d_pos: int = 16, pos_weights: Sequence[float] = (0.5, 1.0, 2.0, 4.0),
+                          vocab: str | None = None) -> list[np.ndarray]:
+    "Per question (len(pos_weights), n_i, |vocab| + d_pos): one-hot character ⊕ sinusoidal position code of norm w per 'head'."
+    _check_questions(questions)
+    if not isinstance(d_pos, int) or d_pos < 2 or d_pos % 2: raise ValueError(f"d_pos must be an even int >= 2, got {d_pos!r}")
+    if (isinstance(pos_weights, (str, int, float)) or len(pos_weights) == 0
+            or not all(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0 for w in pos_weights)):
+        raise ValueError(f"pos_weights must be a non-empty sequence of finite numbers >= 0, got {pos_weights!r}")
+    vocab = vocab if vocab is not None else ''.join(sorted(set(''.join(questions))))
+    index = {c: i for i, c in enumerate(vocab)}
+    missing = set(''.join(questions)) - set(index)
+    if missing: raise ValueError(f"vocab must contain every character of the questions, missing {sorted(missing)[:5]}")
+    freq = 1.0 / 10000 ** (np.arange(d_pos // 2) * 2 / d_pos)
+    out = []
+    for q in questions:
+        onehot = np.eye(len(vocab))[[index[c] for c in q]]                    # char part: norm 1
+        angle = np.arange(len(q))[:, None] * freq[None, :]
+        pos = np.concatenate([np.sin(angle), np.cos(angle)], 1) / math.sqrt(d_pos // 2)   # position part: norm 1
+        out.append(np.stack([np.concatenate([onehot, w * pos], 1) for w in pos_weights]))
+    return out
+
+def char_position_strata(questions: Sequence[str]) -> list[list[tuple[str, int]]]:
+    "Per question, per character: the (character, position) key, for a permutation null that conditions on both."
+    _check_questions(questions)
+    return [[(c, i) for i, c in enumerate(q)] for q in questions]
+
+def _check_per_token(values: Sequence, n_tok: list[int], name: str) -> list:
+    "Flatten per-question, per-token `values` after checking they match the token counts `n_tok`; NaN is refused."
+    if isinstance(values, (str, np.ndarray)) or not isinstance(values, Sequence) or len(values) != len(n_tok):
+        raise ValueError(f"{name} must be a list with one list per question ({len(n_tok)}), got {type(values).__name__}"
+                         f"{'' if not hasattr(values, '__len__') else f' of length {len(values)}'}")
+    flat = []
+    for i, (v, n) in enumerate(zip(values, n_tok)):
+        if isinstance(v, str) or not hasattr(v, '__len__') or len(v) != n:
+            raise ValueError(f"{name}[{i}] must have one entry per token ({n}), got {v!r:.60}")
+        for x in v:
+            if isinstance(x, float) and math.isnan(x): raise ValueError(f"{name}[{i}] contains NaN; use None for 'no label'")
+            if not isinstance(x, Hashable): raise ValueError(f"{name}[{i}] entries must be hashable, got {type(x).__name__}")
+        flat.extend(v)
+    return flat
+
+def _check_features(features: Sequence, name: str = 'features') -> tuple[np.ndarray, list[int]]:
+    "Per-question (h, n_i, d) or (n_i, d) arrays -> ((h, N, d) stacked over tokens, [n_i]), after shape and NaN checks."
+    if isinstance(features, (np.ndarray, torch.Tensor)) or not isinstance(features, Sequence) or len(features) == 0:
+        raise ValueError(f"{name} must be a non-empty list with one (h, n_i, d) or (n_i, d) array per question")
+    arrs = []
+    for i, f in enumerate(features):
+        a = _to_numpy(f, f'{name}[{i}]')
+        if a.ndim == 2: a = a[None]
+        if a.ndim != 3 or 0 in a.shape:
+            raise ValueError(f"{name}[{i}] must be (h, n_i, d) or (n_i, d), non-empty, got shape {a.shape}")
+        if not np.isfinite(a).all(): raise ValueError(f"{name}[{i}] contains NaN or inf")
+        if arrs and (a.shape[0], a.shape[2]) != (arrs[0].shape[0], arrs[0].shape[2]):
+            raise ValueError(f"{name}[{i}] has (h, d) = {(a.shape[0], a.shape[2])}, "
+                             f"but {name}[0] has {(arrs[0].shape[0], arrs[0].shape[2])}")
+        arrs.append(a)
+    return np.concatenate(arrs, 1), [a.shape[1] for a in arrs]
+
+def _check_ks(ks: Sequence[int]) -> None:
+    "Raise unless `ks` is a non-empty sequence of ints >= 2."
+    if (isinstance(ks, (int, str)) or not isinstance(ks, Sequence) or len(ks) == 0
+            or any(not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 2 for k in ks)):
+        raise ValueError(f"ks must be a non-empty sequence of ints >= 2, got {ks!r}")
+
+def _codes(values: Sequence) -> np.ndarray:
+    "Integer codes 0..C-1 for hashable values, in order of first appearance."
+    index: dict = {}
+    return np.array([index.setdefault(v, len(index)) for v in values], dtype=np.int64)
+
+# %% ../nbs/07_math_benchmark.ipynb #r03
+def _information(ct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    "Mutual information, cluster entropy and label entropy (nats) of contingency tables ct (..., K clusters, C labels)."
+    p = ct / ct.sum((-2, -1), keepdims=True)
+    pk, pc = p.sum(-1, keepdims=True), p.sum(-2, keepdims=True)
+    with np.errstate(divide='ignore', invalid='ignore'):
+        mi = np.where(p > 0, p * np.log(p / (pk * pc)), 0.0).sum((-2, -1))
+        hk = -np.where(pk > 0, pk * np.log(pk), 0.0).sum((-2, -1))
+        hc = -np.where(pc > 0, pc * np.log(pc), 0.0).sum((-2, -1))
+    return np.maximum(mi, 0.0), hk, hc
+
+def _nmi(ct: np.ndarray) -> np.ndarray:
+    "NMI (arithmetic-mean normalisation, sklearn's default) of contingency tables (..., K, C); 1 if both sides are constant."
+    mi, hk, hc = _information(ct)
+    mean_h = (hk + hc) / 2
+    return np.where(mean_h > 0, mi / np.where(mean_h > 0, mean_h, 1.0), 1.0)
+
+def _homogeneity(ct: np.ndarray) -> np.ndarray:
+    "Fraction of the label entropy the clusters explain, MI / H(labels), of contingency tables (..., K, C)."
+    mi, _, hc = _information(ct)
+    return np.where(hc > 0, mi / np.where(hc > 0, hc, 1.0), 1.0)
+
+def _purity(ct: np.ndarray) -> np.ndarray:
+    "Fraction of tokens whose label is their cluster's majority label, for contingency tables (..., K, C)."
+    return ct.max(-1).sum(-1) / ct.sum((-2, -1))
+
+def _contingency(c: np.ndarray, y: np.ndarray, K: int, C: int, weights: np.ndarray | None = None) -> np.ndarray:
+    "Contingency tables (B, K, C) of clusters c (n,) against labels y (B, n) or (n,), optionally weighted (B, n)."
+    y2 = np.atleast_2d(y)
+    B = len(weights) if weights is not None else len(y2)
+    idx = (np.arange(B)[:, None] * K + c[None, :]) * C + y2
+    w = None if weights is None else weights.ravel()
+    return np.bincount(idx.ravel(), weights=w, minlength=B * K * C).reshape(B, K, C).astype(np.float64)
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    "Holm–Bonferroni adjusted p-values (same order as given): reject H_i at level alpha iff adjusted p_i <= alpha."
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.ndim != 1 or len(p) == 0: raise ValueError(f"p_values must be a non-empty 1-D sequence, got shape {p.shape}")
+    if not np.isfinite(p).all() or (p < 0).any() or (p > 1).any():
+        raise ValueError("p_values must be finite numbers in [0, 1]")
+    order = np.argsort(p, kind='stable')
+    m = len(p)
+    stepped = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))   # (m - i) p_(i), made monotone
+    out = np.empty(m); out[order] = stepped
+    return out
+
+def _permuted_labels(y: np.ndarray, strata: np.ndarray, n_perm: int, rng: np.random.Generator) -> np.ndarray:
+    "n_perm copies of labels y (n,), each permuted within strata (one stratum = the simple null)."
+    order = np.argsort(strata, kind='stable')                    # tokens grouped by stratum
+    out = np.empty((n_perm, len(y)), dtype=np.min_scalar_type(max(int(y.max()), 1)))
+    for s in range(0, n_perm, 512):
+        B = min(512, n_perm - s)
+        shuffled = np.argsort(strata[None, :] + rng.random((B, len(y))), axis=1)   # same blocks, random order inside
+        out[s:s + B][:, order] = y[shuffled]
+    return out
+
+def _null_scores(c: np.ndarray, y_perm: np.ndarray, K: int, C: int) -> tuple[np.ndarray, np.ndarray]:
+    "NMI and purity of clusters c against each row of permuted labels y_perm (n_perm, n), in chunks."
+    nmi, purity = [], []
+    for s in range(0, len(y_perm), 1024):
+        ct = _contingency(c, y_perm[s:s + 1024].astype(np.int64), K, C)
+        nmi.append(_nmi(ct)); purity.append(_purity(ct))
+    return np.concatenate(nmi), np.concatenate(purity)
+
+def role_cluster_table(features: Sequence, labels: Sequence[Sequence], ks: Sequence[int] = DEFAULT_KS,
+                       n_perm: int | None = None, seed: int = 0, *, strata: Sequence[Sequence] | None = None,
+                       n_boot: int = 1000, n_init: int = 3, alpha: float = 0.05, name: str = 'roles') -> pd.DataFrame:
+    "Per head and k: k-means on all tokens; NMI, purity, permutation p against the labelled tokens; Holm over all rows."
+    X, n_tok = _check_features(features)
+    lab_flat = _check_per_token(labels, n_tok, 'labels')
+    keep = np.array([l is not None for l in lab_flat])
+    y = _codes([l for l in lab_flat if l is not None])
+    if keep.sum() < 2 or y.max(initial=0) < 1:
+        raise ValueError("labels must contain at least two labelled tokens with at least two distinct labels (None = unlabelled)")
+    if strata is None: s_codes = np.zeros(int(keep.sum()), dtype=np.int64)
+    else: s_codes = _codes(_check_per_token(strata, n_tok, 'strata'))[keep]
+    for arg, v, lo in (('n_boot', n_boot, 2), ('n_init', n_init, 1), ('seed', seed, 0)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{arg} must be an int >= {lo}, got {v!r}")
+    if not (isinstance(alpha, float) and 0 < alpha < 1): raise ValueError(f"alpha must be a float in (0, 1), got {alpha!r}")
+    _check_ks(ks)
+    h = X.shape[0]
+    usable = {}                                                  # per head: the ks its data allows (k <= distinct vectors)
+    for head in range(h):
+        n_distinct = len(np.unique(X[head], axis=0))
+        usable[head] = sorted({int(k) for k in ks if k <= n_distinct})
+        dropped = sorted({int(k) for k in ks} - set(usable[head]))
+        if dropped: warnings.warn(f"{name} head {head}: ks {dropped} dropped: only {n_distinct} distinct vectors")
+    m = sum(len(v) for v in usable.values())
+    if m == 0: raise ValueError(f"ks {list(ks)} all exceed the number of distinct feature vectors")
+    if n_perm is None: n_perm = max(999, math.ceil(10 * m / alpha) - 1)   # Holm's smallest reachable p is alpha / 10
+    if not isinstance(n_perm, (int, np.integer)) or isinstance(n_perm, bool) or n_perm < 1:
+        raise ValueError(f"n_perm must be a positive int or None, got {n_perm!r}")
+    if m / (n_perm + 1) > alpha:
+        raise ValueError(f"n_perm={n_perm} is too small: with {m} tests Holm's smallest adjusted p is {m}/{n_perm + 1} > "
+                         f"alpha={alpha}; use n_perm >= {math.ceil(m / alpha)}")
+    q_id = np.repeat(np.arange(len(n_tok)), n_tok)[keep]
+    C = int(y.max()) + 1
+    y_perm = _permuted_labels(y, s_codes, n_perm, np.random.default_rng([seed, 0]))   # shared by every (head, k) test
+    counts = np.random.default_rng([seed, 1]).multinomial(len(n_tok), np.full(len(n_tok), 1 / len(n_tok)), size=n_boot)
+    w_boot = counts[:, q_id].astype(np.float64)                 # bootstrap over questions: token weight = draws of its question
+    data_id = hashlib.sha1(repr((n_tok, lab_flat, seed, n_boot)).encode()).hexdigest()[:12]
+    majority = float(np.bincount(y).max() / len(y))
+    label_set = '/'.join(sorted({str(l) for l in lab_flat if l is not None}))
+    rows = []
+    for head in range(h):
+        for k in usable[head]:
+            clusters = KMeans(k, n_init=n_init, random_state=seed).fit_predict(X[head])
+            c = clusters[keep]
+            ct = _contingency(c, y, k, C)
+            nmi = float(_nmi(ct)[0])
+            null, null_purity = _null_scores(c, y_perm, k, C)
+            boot = _nmi(_contingency(c, y, k, C, weights=w_boot))
+            rows.append({'source': name, 'head': head, 'k': k, 'n_questions': len(n_tok), 'n_tokens': len(lab_flat),
+                         'n_labelled': int(keep.sum()), 'nmi': nmi, 'nmi_null': float(null.mean()),
+                         'nmi_se': float(np.nanstd(boot, ddof=1)), 'ami': float(adjusted_mutual_info_score(y, c)),
+                         'homogeneity': float(_homogeneity(ct)[0]), 'purity': float(_purity(ct)[0]),
+                         'purity_null': float(null_purity.mean()), 'majority': majority,
+                         'p_perm': float((1 + (null >= nmi - 1e-12).sum()) / (n_perm + 1)),
+                         'null': 'all labelled tokens' if strata is None else 'within strata', 'n_perm': int(n_perm),
+                         'labels': label_set,
+                         'nmi_boot': boot, 'data_id': data_id})
+    table = pd.DataFrame(rows)
+    table.insert(table.columns.get_loc('null'), 'p_holm', holm(table['p_perm']))
+    table.insert(table.columns.get_loc('null'), 'significant', table['p_holm'] <= alpha)
+    return table
+
+_TABLE_COLS = ('source', 'head', 'k', 'nmi', 'significant', 'nmi_boot', 'data_id', 'n_perm', 'null', 'labels', 'n_labelled',
+               'n_questions')
+
+def _check_table(t: pd.DataFrame, name: str) -> None:
+    "Raise unless `t` is a non-empty table made by role_cluster_table."
+    if not isinstance(t, pd.DataFrame) or t.empty or any(c not in t.columns for c in _TABLE_COLS):
+        raise ValueError(f"{name} must be a non-empty DataFrame returned by role_cluster_table")
+
+def compare_to_control(table: pd.DataFrame, control: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    "Per (head, k): NMI minus the control's best head at that k, Bonferroni-simultaneous bootstrap interval over questions."
+    _check_table(table, 'table'); _check_table(control, 'control')
+    if not (isinstance(alpha, float) and 0 < alpha < 1): raise ValueError(f"alpha must be a float in (0, 1), got {alpha!r}")
+    if set(table['data_id']) != set(control['data_id']) or table['data_id'].nunique() != 1:
+        raise ValueError("control must be computed on the same questions, labels, seed and n_boot as table (data_id differs)")
+    rows = table[table['k'].isin(control['k'])]
+    if rows.empty: raise ValueError(f"control has no k in common with table (table ks {sorted(set(table['k']))})")
+    z = stats.norm.ppf(1 - alpha / (2 * len(rows)))
+    out = []
+    for r in rows.itertuples():
+        ctrl = control[control['k'] == r.k]
+        ctrl_boot = np.max(np.stack(list(ctrl['nmi_boot'])), 0)  # the control's best head, per bootstrap draw
+        diff, se = r.nmi - float(ctrl['nmi'].max()), float(np.nanstd(r.nmi_boot - ctrl_boot, ddof=1))
+        lo, hi = diff - z * se, diff + z * se
+        out.append({'source': r.source, 'control': ctrl['source'].iloc[0], 'head': r.head, 'k': r.k, 'nmi': r.nmi,
+                    'control_nmi': float(ctrl['nmi'].max()), 'diff': diff, 'lo': lo, 'hi': hi,
+                    'significant': bool(r.significant), 'beats': bool(r.significant and lo > 0)})
+    return pd.DataFrame(out)
+
+def _fmt_rows(df: pd.DataFrame) -> str:
+    "'head 0 at k=20' style list."
+    return ', '.join(f"head {r.head} at k={r.k}" for r in df.itertuples())
+
+def summarise(table: pd.DataFrame, controls: pd.DataFrame | Sequence[pd.DataFrame] | Mapping[str, pd.DataFrame],
+              alpha: float = 0.05) -> str:
+    "One paragraph, computed from the numbers: significance after Holm, and whether any head beats every control."
+    _check_table(table, 'table')
+    if isinstance(controls, pd.DataFrame): controls = [controls]
+    named = dict(controls) if isinstance(controls, Mapping) else {}
+    if not named:
+        if isinstance(controls, str) or not isinstance(controls, Sequence) or len(controls) == 0:
+            raise ValueError("controls must be a DataFrame, a non-empty list of them, or a dict name -> DataFrame")
+        for c in controls: _check_table(c, 'controls[i]')
+        named = {str(c['source'].iloc[0]): c for c in controls}
+    if not named: raise ValueError("controls must hold at least one control table")
+    src, m, n_sig, r0 = table['source'].iloc[0], len(table), int(table['significant'].sum()), table.iloc[0]
+    what = f"{r0['labels']} information"
+    text = [f"{src}: {n_sig} of {m} (head, k) clusterings carry significant {what} after Holm's "
+            f"correction (alpha={alpha}; permutation null over {r0['null']}, {r0['n_perm']} permutations; "
+            f"{r0['n_labelled']} labelled tokens from {r0['n_questions']} questions)."]
+    if PRIMARY_K in set(table['k']):
+        at = table[table['k'] == PRIMARY_K]
+        text.append(f"At our primary k={PRIMARY_K} the NMI per head is " + ', '.join(f"{v:.3f}" for v in at['nmi'])
+                    + (f" (significant: {', '.join(str(h) for h in at.loc[at['significant'], 'head'])})."
+                       if at['significant'].any() else " (none significant)."))
+    beats_all = None
+    for cname, ctrl in named.items():
+        cmp = compare_to_control(table, ctrl, alpha)
+        won = cmp[cmp['beats']]
+        best = cmp.loc[cmp['diff'].idxmax()]
+        text.append(f"Against {cname}: {len(won)} of {len(cmp)} (head, k) clusterings are significant and have an NMI above "
+                    f"the control's best head with a simultaneous {1 - alpha:.0%} bootstrap interval (over questions, Bonferroni "
+                    f"over the {len(cmp)} comparisons) above zero; the largest difference is head {best['head']} at "
+                    f"k={best['k']}, {best['diff']:+.3f} [{best['lo']:+.3f}, {best['hi']:+.3f}].")
+        keys = set(zip(won['head'], won['k']))
+        beats_all = keys if beats_all is None else beats_all & keys
+    names = ' and '.join(named)
+    if beats_all:
+        won = table[[(h, k) in beats_all for h, k in zip(table['head'], table['k'])]]
+        text.append(f"So the clusters of {_fmt_rows(won)} carry more {what} than {names}.")
+    else:
+        already = 'the controls already say' if len(named) > 1 else 'the control already says'
+        text.append(f"So no head's clusters are shown to carry more {what} than {names}: by this rule the clusters "
+                    f"say nothing about the labels beyond what {already}.")
+    return ' '.join(text)
+
+# %% ../nbs/07_math_benchmark.ipynb #r04
+def reversal_table(features: Sequence, questions: Sequence[str], ks: Sequence[int] = (PRIMARY_K,), seed: int = 0,
+                   n_init: int = 3) -> pd.DataFrame:
+    "Per head and k: how often the ones digit of a number at denominator depth 0, 1, 2 falls in a cluster read as 'num'."
+    _check_questions(questions)
+    X, n_tok = _check_features(features)
+    if len(questions) != len(n_tok) or any(len(q) != n for q, n in zip(questions, n_tok)):
+        raise ValueError("questions must match features: one question per array, one character per token")
+    _check_ks(ks)
+    if max(ks) > X.shape[1]: raise ValueError(f"ks must not exceed the number of tokens ({X.shape[1]}), got {list(ks)}")
+    roles = [r for q in questions for r in number_roles(q)]
+    q_id = np.repeat(np.arange(len(questions)), n_tok)
+    fold = np.random.default_rng([seed, 2]).permutation(len(questions)) % 2    # 2-fold cross-fitting by question
+    plain = np.array([r is not None and r['depth'] <= 1 for r in roles])       # where effective and naive sides agree
+    side = np.array([r['side'] == 'num' if r is not None else False for r in roles])
+    ones = np.array([r is not None and r['place'] == 0 for r in roles])
+    depth = np.array([r['depth'] if r is not None else -1 for r in roles])
+    if not (ones & (depth == 2)).any(): warnings.warn("no number is a denominator of a denominator: the depth-2 rate is NaN")
+    rows = []
+    for head in range(X.shape[0]):
+        for k in ks:
+            clusters = KMeans(int(k), n_init=n_init, random_state=seed).fit_predict(X[head])
+            pred = np.full(len(roles), np.nan)                  # 1 = cluster read as 'num', 0 = 'den', NaN = unmapped
+            for f in (0, 1):
+                train, test = plain & (fold[q_id] != f), fold[q_id] == f
+                num = np.bincount(clusters[train], weights=side[train], minlength=k)
+                tot = np.bincount(clusters[train], minlength=k)
+                read = np.where((tot == 0) | (2 * num == tot), np.nan, (2 * num > tot).astype(float))
+                pred[test] = read[clusters[test]]
+            row, counts = {'head': head, 'k': int(k)}, {}
+            for d in (0, 1, 2):
+                sel = ones & (depth == d) & ~np.isnan(pred)
+                n_num, n = int(pred[sel].sum()), int(sel.sum())
+                row.update({f'n_d{d}': n, f'num_rate_d{d}': n_num / n if n else np.nan})
+                counts[d] = [n_num, n - n_num]
+            row['n_unmapped'] = int((ones & (depth >= 0) & (depth <= 2) & np.isnan(pred)).sum())
+            row['p_d2_vs_d1'] = (float(stats.fisher_exact([counts[2], counts[1]], alternative='greater')[1])
+                                 if sum(counts[2]) and sum(counts[1]) else np.nan)   # depth 2 read as 'num' more than depth 1?
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    finite = out['p_d2_vs_d1'].notna()
+    out['p_holm'] = np.nan
+    if finite.any(): out.loc[finite, 'p_holm'] = holm(out.loc[finite, 'p_d2_vs_d1'])
+    return out
+
 # %% ../nbs/07_math_benchmark.ipynb #c018
 def encoder_internals(net: nn.Module, src: torch.Tensor) -> dict[str, torch.Tensor]:
     """Last encoder layer of a TPTransformer: its input states (b, n, d), roles, values (b, h, n, k) and attention (b, h, n, n),
@@ -211,18 +691,6 @@ def encoder_internals(net: nn.Module, src: torch.Tensor) -> dict[str, torch.Tens
     cut = slice(1, n + 1) if net.cfg.markers is not None else slice(0, n)   # marked column j + 1 holds source column j
     return {'states': last.inputs[:, cut], 'roles': None if last.roles is None else last.roles[:, :, cut],
             'values': last.values[:, :, cut], 'attn': last.attn[:, :, cut, cut]}
-
-def cluster_evidence(clusters: np.ndarray, labels: list, n_perm: int = 500, seed: int = 0) -> dict:
-    "How much k-means clusters tell about numerator/denominator labels: NMI, purity, a permutation p-value."
-    from sklearn.metrics import normalized_mutual_info_score as nmi
-    keep = np.array([l is not None for l in labels])
-    if keep.sum() < 2: raise ValueError("labels must contain at least two labelled positions")
-    c, y = np.asarray(clusters)[keep], np.array([l for l in labels if l is not None])
-    purity = sum(np.unique(y[c == k], return_counts=True)[1].max() for k in np.unique(c)) / len(y)
-    score, rng = nmi(y, c), np.random.default_rng(seed)
-    null = np.array([nmi(rng.permutation(y), c) for _ in range(n_perm)])
-    return {'nmi': float(score), 'purity': float(purity), 'majority': float(max(np.mean(y == 'num'), np.mean(y == 'den'))),
-            'p_value': float((1 + (null >= score).sum()) / (n_perm + 1)), 'null_nmi': float(null.mean()), 'n_labelled': int(len(y))}
 
 # %% ../nbs/07_math_benchmark.ipynb #c027
 def value_probe(values: np.ndarray, states: np.ndarray, seed: int = 0) -> dict:

@@ -1,7 +1,7 @@
 "Tests of the mathematics benchmark's analysis tools (relbook.mathbench)."
 import numpy as np
 import pytest
-from relbook.mathbench import fraction_roles, cluster_evidence, value_probe, register_math_model, math_model, MATH_MODELS
+from relbook.mathbench import fraction_roles, value_probe, register_math_model, math_model, MATH_MODELS
 
 
 def test_fraction_roles():
@@ -9,15 +9,6 @@ def test_fraction_roles():
     s = ''.join({'num': 'n', 'den': 'd', None: '.'}[l] for l in lab)
     assert s == '..........nn..d...n...dd..'
     assert fraction_roles('1/2/3') == ['num', None, None, None, 'den']   # 2 is both: unlabelled
-
-
-def test_cluster_evidence_detects_and_rejects():
-    rng = np.random.default_rng(0)
-    y = ['num'] * 50 + ['den'] * 50
-    good = cluster_evidence(np.array([0] * 50 + [1] * 50), y, n_perm=100)
-    bad = cluster_evidence(rng.integers(0, 2, 100), y, n_perm=100)
-    assert good['nmi'] > 0.99 and good['p_value'] < 0.02
-    assert bad['nmi'] < 0.1 and bad['p_value'] > 0.02
 
 
 def test_value_probe():
