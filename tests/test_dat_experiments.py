@@ -45,13 +45,22 @@ def test_digits_and_models_build():
 
 
 def test_relation_bias_of_each_experiment_is_explicit():
-    "dat_math and dat_lm keep the relation-map bias their stored rows were trained with (issues 17/18); the vision models have none."
-    assert dat_math_model('DAT', 2).encoder.blocks[0].attn.rel_q.bias is not None
+    "dat_lm keeps the relation-map bias its stored rows were trained with (issue 18); the math and vision models have none (official)."
+    math_attn = dat_math_model('DAT', 2).encoder.blocks[0].attn
+    assert math_attn.rel_q.bias is None and math_attn.rel_k.bias is None
     assert lm_model('DAT', 50, lm_protocol('smoke')).stack.blocks[0].attn.rel_q.bias is not None
     vit = vision_model('ViDAT (asymmetric)', 8, 2, 1, 10, vision_protocol('smoke'))
     attn = vit.encoder.blocks[0].attn
     assert attn.rel_q.bias is None and attn.rel_k.bias is None
     assert isinstance(vit.embed.norm_in, torch.nn.LayerNorm) and isinstance(vit.head[0], torch.nn.LayerNorm) and vit.pool == 'cls'
+
+
+def test_math_dat_shares_one_symbol_library():
+    "App. C.2: one position-relative symbol library for every layer of encoder and decoder (counted once)."
+    net = dat_math_model('DAT (RA decoder)', 2)
+    assert net.decoder.symbols is net.encoder.symbols
+    lib = net.encoder.symbols.library
+    assert sum(p is lib for p in net.parameters()) == 1
 
 
 # --- the chapter's claims ---------------------------------------------------------------------
