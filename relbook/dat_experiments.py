@@ -115,8 +115,7 @@ class DATMathProtocol:
 def dat_math_protocol(profile: str | None = None) -> DATMathProtocol:
     return by_profile(
         smoke=DATMathProtocol(['algebra__linear_1d'], [2], ['Transformer', 'DAT'], 128, 32, 32, 4, 32, 2, 1),
-        quick=DATMathProtocol(['algebra__linear_1d', 'algebra__sequence_next_term'], [2], ['Transformer', 'DAT'],
-                              20_000, 500, 1000, 600, 64, 100, 3),
+        quick=DATMathProtocol(['algebra__linear_1d'], [2], ['Transformer', 'DAT'], 20_000, 500, 1000, 600, 64, 100, 3),
         gpu=DATMathProtocol(['algebra__linear_1d', 'polynomials__add', 'polynomials__expand'], [2], ['Transformer', 'DAT'],
                             100_000, 2000, 5000, 6000, 128, 500, 5),
         full=DATMathProtocol(['algebra__linear_1d', 'algebra__sequence_next_term', 'calculus__differentiate', 'polynomials__add',
