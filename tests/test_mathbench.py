@@ -49,7 +49,8 @@ def test_curve_budget_reads_the_budget_off_the_curve():
 def _rows(seeds, acc, ex=0.01):
     "Toy benchmark rows: every model on two modules; `acc(model, seed)` gives the test accuracy."
     return pd.DataFrame([dict(model=m, module=mod, seed=s, acc=acc(m, s), ar_seq_acc=ex, best_step=500,
-                              curve=[[500, .5], [1000, .4]]) for m in MATH_MODELS for mod in ('a', 'b') for s in range(seeds)])
+                              curve=[[500, .5], [1000, .4]]) for m in MATH_MODELS for mod in ('algebra__linear_1d', 'polynomials__add')
+                         for s in range(seeds)])
 
 
 def test_claims_are_declared_and_judged_by_the_rule():
@@ -61,6 +62,11 @@ def test_claims_are_declared_and_judged_by_the_rule():
     assert CLAIMS['abstractor-math-vs-transformer-plus'].evaluate(_rows(1, better)).comparison.verdict == 'insufficient data'
     # the rows the verdict rests on carry a budget, so convergence is known (best step 500 of 1000: converged)
     assert {convergence(r, *ev.convergence_keys) for r in ev.rows.to_dict('records')} == {'converged'}
+    # §4.3's claim is judged on §4.3's tasks: a module outside them (arithmetic__mixed) does not enter the comparison
+    rows = _rows(4, better)
+    other = rows[rows.module == 'polynomials__add'].assign(module='arithmetic__mixed', acc=lambda d: 1 - d.acc)
+    ev2 = CLAIMS['abstractor-math-vs-transformer'].evaluate(pd.concat([rows, other]))
+    assert math.isclose(ev2.comparison.effect, 0.05) and set(ev2.rows.module) <= set(rows.module)
 
 
 def test_tp_claim_notes_a_floor_of_whole_answer_accuracy():
