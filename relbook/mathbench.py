@@ -127,8 +127,11 @@ claim(id='tp-math-roles-help', chapter='07_math_benchmark', paper='schlag2019enh
       evaluate=model_vs('ar_seq_acc', 'TP-Transformer', 'TP-Transformer (no roles)', note=whole_answer_floor), section=_SECTION)
 
 # %% ../nbs/07_math_benchmark.ipynb #c010
-def _model_path(model: str, module: str, seed: int):
-    return results_dir() / 'checkpoints' / 'math_models' / f"{get_profile()}-{model}-{module}-s{seed}.pt".replace(' ', '_')
+def _checkpoint_path(folder: str, *parts):
+    "Where a trained model of this profile is saved: results/checkpoints/<folder>/<profile>-<parts>.pt (git-ignored)."
+    return results_dir() / 'checkpoints' / folder / ('-'.join([get_profile(), *map(str, parts)]).replace(' ', '_') + '.pt')
+
+def _model_path(model: str, module: str, seed: int): return _checkpoint_path('math_models', model, module, f's{seed}')
 
 class AlsoOn(Seq2Seq):
     "The `Seq2Seq` task whose evaluations also report teacher-forced accuracy on other sets (`{name}_acc`): extra learning curves."
@@ -144,7 +147,7 @@ def fit_math(net: nn.Module, module: str, proto, seed: int) -> dict:
     eval_every); test metrics on `interpolate` (and `extrap_*` on the module's extrapolation set, if any), and the learning
     curve [step, validation acc, interpolate acc]. Shared by every chapter's math experiment."""
     dev = get_device()
-    d = math_data(module, proto.n_train, proto.n_val, proto.n_test, seed=getattr(proto, 'data_seed', seed))
+    d = math_data(module, proto.n_train, proto.n_val, proto.n_test, seed=proto.data_seed)
     cfg = replace(MATH_TRAIN, batch_size=proto.batch_size, max_steps=proto.steps, eval_every=proto.eval_every)
     res = fit(net, AlsoOn({'interp': tuple(t.to(dev) for t in d['test'])}), d['train'], d['val'], cfg, seed=seed, progress=False)
     out = {'n_params': count_params(net), 'best_step': res.best_step, 'fit_time_s': res.wall_time_s,
@@ -172,8 +175,7 @@ def math_benchmark_experiment() -> pd.DataFrame:
 
 def math_jobs(proto) -> list[tuple]:
     "Every generated set (module, split, n, seed) the trials of a math protocol ask for: what `relbook prepare` caches."
-    seeds = [proto.data_seed] if hasattr(proto, 'data_seed') else range(proto.seeds)
-    return [j for m in proto.modules for s in seeds for j in math_data_jobs(m, proto.n_train, proto.n_val, proto.n_test, seed=s)]
+    return [j for m in proto.modules for j in math_data_jobs(m, proto.n_train, proto.n_val, proto.n_test, seed=proto.data_seed)]
 
 @preparer('math_benchmark')
 def _prepare_math_benchmark(profile: str, workers: int) -> None:
@@ -224,8 +226,7 @@ def roles_model(model: str, p: RolesProtocol | None = None) -> TPTransformer:
     return TPTransformer(replace(TP_MATH, d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, n_enc_layers=p.n_layers,
                                  n_dec_layers=p.n_layers, tp=model == 'TP-Transformer'))
 
-def _roles_path(model: str, seed: int):
-    return results_dir() / 'checkpoints' / 'tp_roles_models' / f"{get_profile()}-{model}-s{seed}.pt".replace(' ', '_')
+def _roles_path(model: str, seed: int): return _checkpoint_path('tp_roles_models', model, f's{seed}')
 
 def tp_roles_trial(model: str, seed: int) -> dict:
     "Train the role-analysis model on arithmetic__mixed (the benchmark's recipe); save it for the analysis."

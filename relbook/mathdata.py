@@ -171,7 +171,9 @@ def _data_plan(module: str, n_train: int, n_val: int, n_test: int, seed: int, tr
     check_choice(train_split, 'train_split', ('train',) + TRAIN_DIFFICULTIES); check_choice(test_split, 'test_split', SPLITS)
     for k, v in (('n_train', n_train), ('n_val', n_val), ('n_test', n_test)): check_positive(v, k)
     parts = TRAIN_DIFFICULTIES if train_split == 'train' else (train_split,)
-    def mix(n, s): return [(module, sp, n // len(parts) + (i < n % len(parts)), s) for i, sp in enumerate(parts) if n // len(parts) + (i < n % len(parts))]
+    def mix(n, s):                                             # n split as evenly as possible, the remainder to the easier parts
+        sizes = [n // len(parts) + (i < n % len(parts)) for i in range(len(parts))]
+        return [(module, sp, k, s) for sp, k in zip(parts, sizes) if k]
     plan = {'train': mix(n_train, seed), 'val': mix(n_val, seed + 1_000_003), 'test': [(module, test_split, n_test, seed)]}
     if test_split == 'interpolate' and module in EXTRAPOLATE: plan['extrapolate'] = [(EXTRAPOLATE[module], 'extrapolate', n_test, seed)]
     return plan

@@ -232,7 +232,9 @@ class TPTransformer(nn.Module):
         return out.scatter(1, n + 1, end)
     def encode(self, src: torch.Tensor, return_intermediates: bool = False):
         "Encoder states (b, n', d) over `source(src)`; with `return_intermediates`, also a TPIntermediates."
-        tok = self.source(src)
+        return self._encode(self.source(src), return_intermediates)
+    def _encode(self, tok: torch.Tensor, return_intermediates: bool = False):
+        "`encode` on tokens already wrapped by `source`."
         pad, x, inter = tok == self.cfg.pad_id, self.embed(tok), TPIntermediates()
         for cell in self.enc:
             if return_intermediates: inter.layers.append(attention_internals(cell.att, cell.ln1(x), pad))
@@ -245,11 +247,13 @@ class TPTransformer(nn.Module):
         return y @ self.embed.emb.weight.T
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         "Teacher forcing: logits (b, t, V)."
-        return self.decode(tgt_in, self.encode(src), self.source(src) == self.cfg.pad_id)
+        tok = self.source(src)
+        return self.decode(tgt_in, self._encode(tok), tok == self.cfg.pad_id)
     @torch.no_grad()
     def generate(self, src: torch.Tensor, n_steps: int, start: torch.Tensor) -> torch.Tensor:
         "Greedy decoding from `start` (b, 1): the next `n_steps` tokens (b, n_steps)."
         check_positive(n_steps, 'n_steps'); self._tokens(start, 'start')
-        mem, pad, out = self.encode(src), self.source(src) == self.cfg.pad_id, start
+        tok = self.source(src)
+        mem, pad, out = self._encode(tok), tok == self.cfg.pad_id, start
         for _ in range(n_steps): out = torch.cat([out, self.decode(out, mem, pad)[:, -1:].argmax(-1)], 1)
         return out[:, 1:]
