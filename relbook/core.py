@@ -12,8 +12,8 @@ import torch
 
 # %% auto #0
 __all__ = ['PROFILES', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device', 'repo_root',
-           'git_sha', 'results_dir', 'atomic_write', 'source_hash', 'provenance', 'check_shape', 'check_choice',
-           'check_seed', 'check_positive', 'check_dtype', 'check_floating', 'check_finite', 'check_ids']
+           'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'provenance', 'check_shape',
+           'check_choice', 'check_seed', 'check_positive', 'check_dtype', 'check_floating', 'check_finite', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -91,6 +91,11 @@ def git_sha(short: bool = True) -> str:
     return (sha or 'unknown') + ('+dirty' if dirty else '')
 
 _smoke_dir: Path | None = None
+
+def data_dir() -> Path:
+    "Folder of the cached inputs (generated problems, corpora, token streams): `$RELBOOK_DATA`, else `<repo>/data_cache`."
+    d = Path(os.environ.get('RELBOOK_DATA') or (repo_root() or Path.cwd()) / 'data_cache')
+    d.mkdir(parents=True, exist_ok=True); return d
 
 def results_dir(profile: str | None = None) -> Path:
     "Folder for results: `$RELBOOK_RESULTS`, else `<repo>/results` (a temp folder under smoke)."

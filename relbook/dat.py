@@ -562,15 +562,28 @@ class DATSeq2Seq(nn.Module):
 
 class DATLanguageModel(nn.Module):
     "Decoder-only DAT language model (§4.4) with tied input/output embeddings and KV-cached generation."
-    def __init__(self, vocab_size: int, cfg: DATConfig):
+    def __init__(self, vocab_size: int, cfg: DATConfig,
+                 init: str = 'gpt2'):   # 'gpt2': the official LM's; 'default': PyTorch's, embeddings N(0, 0.02)
         super().__init__()
-        check_positive(vocab_size, 'vocab_size')
+        check_positive(vocab_size, 'vocab_size'); check_choice(init, 'init', ('gpt2', 'default'))
         self.cfg, self.vocab_size = cfg, vocab_size
         self.emb = nn.Embedding(vocab_size, cfg.d_model)
         self.stack = DATStack(cfg)
         self.head = nn.Linear(cfg.d_model, vocab_size, bias=False)
         self.head.weight = self.emb.weight
         nn.init.normal_(self.emb.weight, std=0.02)       # tied: N(0, 1) rows would give logits of scale √d at the start
+        if init == 'gpt2': self._gpt2_init()
+
+    RESIDUAL_OUT = ('attn.sa_o.weight', 'attn.ra_o.weight', 'mlp.w2.weight')   # the maps that write into the residual stream
+
+    def _gpt2_init(self) -> None:
+        "As the official language models (GPT-2's): every linear map and embedding N(0, 0.02), biases 0, the relation-to-value map w_r N(0, 0.02), and the maps writing into the residual stream N(0, 0.02/√(2L)). Symbol libraries keep their own initialisation."
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None: nn.init.zeros_(m.bias)
+            if isinstance(m, DualAttention) and hasattr(m, 'w_r'): nn.init.normal_(m.w_r, std=0.02)
+        for name, w in self.named_parameters():
+            if name.endswith(self.RESIDUAL_OUT): nn.init.normal_(w, std=0.02 / math.sqrt(2 * self.cfg.n_layers))
 
     def forward(self, idx: torch.Tensor, key_padding_mask: torch.Tensor | None = None, caches: list | None = None,
                 impl: str = 'fast') -> torch.Tensor:

@@ -20,13 +20,13 @@ from .mathbench import fit_math, math_jobs
 from .mathdata import generate_many
 from .campaign import preparer
 from .datasets import (load_digits_images, load_cifar, image_splits, channel_stats, normalize, random_crop,
-                              mixup_cutmix, lm_data)
+                              mixup_cutmix, text_lm_data, pydoc_corpus, corpus_folder, build_debian_corpus)
 
 # %% auto #0
 __all__ = ['SYMMETRY_MARGIN', 'RCA_MARGIN', 'MATH_DAT_MODELS', 'TABLE2', 'VISION_MODELS', 'DIGITS_TEST', 'LM_MODELS', 'model_vs',
            'DATMathProtocol', 'dat_math_protocol', 'dat_math_model', 'dat_math_trial', 'dat_math_experiment',
            'VisionProtocol', 'vision_protocol', 'vision_model', 'vision_data', 'AugmentedClassification',
-           'vision_trial', 'dat_vision_experiment', 'LMProtocol', 'lm_protocol', 'lm_model', 'lm_trial',
+           'vision_trial', 'dat_vision_experiment', 'LMProtocol', 'lm_protocol', 'lm_model', 'lm_corpus', 'lm_trial',
            'dat_lm_experiment', 'trained_lm', 'relation_activations']
 
 # %% ../nbs/14_dat_experiments.ipynb #c003b
@@ -77,7 +77,7 @@ claim(id='dat-vision-symmetry', where='App. C.3, Table 3', section=_VISION_SEC, 
       comparison=f'ViDAT − ViDAT (asymmetric), paired by seed; equivalence within ±{SYMMETRY_MARGIN}',
       evaluate=model_vs('test_acc', 'ViDAT', 'ViDAT (asymmetric)', at={'dataset': 'digits'}, direction=0, margin=SYMMETRY_MARGIN), **_DAT)
 # §4.4 and App. D.3: language models of matched size; RA against RCA heads
-_LM_METRIC = 'best validation loss (nats/token) on held-out pydoc topics'
+_LM_METRIC = 'best validation loss (nats/token) on held-out documents of the Debian documentation corpus (byte-level BPE)'
 claim(id='dat-lm-vs-transformer', where='§4.4, Fig. 4, Table 5', section=_LM_SEC, experiments=('dat_lm',),
       claim='A DAT language model reaches a lower validation loss than a Transformer of matched parameter count.',
       paper_value='perplexity 16.09 vs 16.94 (350 M), 14.31 vs 14.65 (750 M), 13.43 vs 13.63 (1.3 B)', metric=_LM_METRIC,
@@ -91,6 +91,13 @@ claim(id='dat-lm-rca-vs-transformer', where='App. D.3, Fig. 12', section=_LM_SEC
       paper_value='curves only (Fig. 12, TinyStories)', metric=_LM_METRIC,
       comparison=f'DAT (RCA heads) − Transformer, paired by seed; equivalence within ±{RCA_MARGIN} nats/token',
       evaluate=model_vs('val_loss', 'DAT (RCA heads)', 'Transformer', mode='min', direction=0, margin=RCA_MARGIN), **_DAT)
+# §2.3 and App. C.4: symbolic attention is the symbol assignment the paper chose for language ("different mechanisms suit different domains")
+for _other, _id in (('positional', 'positional'), ('position-relative', 'relative')):
+    claim(id=f'dat-lm-symbolic-vs-{_id}', where='§2.3, App. C.4', section=_LM_SEC, experiments=('dat_lm',),
+          claim=f'For language, symbolic attention is the better symbol assignment: DAT with it reaches a lower validation loss than with {_other} symbols.',
+          paper_value='the paper chose symbolic attention for language; its symbol ablations are not shown', metric=_LM_METRIC,
+          comparison=f'DAT − DAT ({_other} symbols), paired by seed',
+          evaluate=model_vs('val_loss', 'DAT', f'DAT ({_other} symbols)', mode='min', direction=-1), **_DAT)
 
 # %% ../nbs/14_dat_experiments.ipynb #c005
 # Table 2: (d_model, encoder n_sa, encoder n_ra, decoder n_sa, decoder n_ra)
@@ -225,55 +232,82 @@ def dat_vision_experiment() -> pd.DataFrame:
 # %% ../nbs/14_dat_experiments.ipynb #c014
 @dataclass
 class LMProtocol:
-    seq_len: int; max_vocab: int; d_model: int; n_layers: int; n_heads: int; n_symbols: int
+    corpus: str            # text folder under data_dir()/corpus ('debian-docs': `relbook prepare dat_lm`); $RELBOOK_CORPUS overrides
+    vocab_size: int        # byte-level BPE vocabulary, trained on the training documents
+    seq_len: int; d_model: int; n_layers: int
+    n_heads: int           # heads in all; head dimension d_model / n_heads (64 at gpu, as Table 5)
+    d_r: int               # DAT's relation dimension (Table 5: 64 at d = 1024 with 8 relational heads)
+    n_kv_heads: int        # DAT's key (and sensory value) heads per head type (Table 5: 4 of 8; see the text)
+    n_symbols: int; sym_heads: int   # symbolic attention's library and heads (Table 5: 1024 and 8 at 350 M)
     steps: int; batch_size: int; eval_every: int; seeds: int
+    max_val_windows: int   # evenly spaced validation windows evaluated
+    models: tuple = ()     # () = every model of LM_MODELS
 
 def lm_protocol(profile: str | None = None) -> LMProtocol:
-    return by_profile(smoke=LMProtocol(32, 512, 32, 1, 4, 8, 4, 8, 2, 1),
-                      quick=LMProtocol(64, 4096, 128, 2, 4, 64, 600, 16, 50, 2),
-                      full=LMProtocol(128, 8192, 256, 6, 8, 256, 6000, 64, 200, 3), profile=profile)
+    return by_profile(smoke=LMProtocol('pydoc-topics', 512, 32, 32, 1, 4, 2, 1, 8, 2, 4, 8, 2, 1, 16),
+                      quick=LMProtocol('debian-docs', 4096, 64, 128, 3, 8, 8, 1, 32, 4, 1000, 16, 100, 3, 256),
+                      gpu=LMProtocol('debian-docs', 8192, 256, 512, 4, 8, 32, 1, 256, 8, 3000, 64, 250, 3, 1024),
+                      full=LMProtocol('debian-docs', 50304, 1024, 1024, 24, 16, 64, 4, 1024, 8, 19_073, 512, 500, 3, 4096,
+                                      models=('Transformer', 'DAT')),   # Table 5's 350 M scale: needs a 10 B-token $RELBOOK_CORPUS
+                      profile=profile)
 
-LM_MODELS = ('Transformer', 'DAT', 'DAT (RCA heads)')
+LM_MODELS = ('Transformer', 'DAT', 'DAT (RCA heads)', 'DAT (positional symbols)', 'DAT (position-relative symbols)')
 
 def lm_model(model: str, vocab_size: int, p: LMProtocol) -> DATLanguageModel:
-    "App. C.4 at small scale: pre-LN, GELU, d_ff = 4d, RoPE, dropout 0.1; DAT: half the heads relational, symbolic attention, GQA."
+    "App. C.4: decoder-only, pre-LN, GELU, d_ff = 4d, RoPE, no bias, no dropout, GPT-2 initialisation, tied embeddings; DAT: half the heads relational, asymmetric relations, grouped-query attention, symbolic attention (or the ablation's symbols)."
     check_choice(model, 'model', LM_MODELS)
-    cfg = DATConfig(d_model=p.d_model, n_layers=p.n_layers, n_heads_sa=p.n_heads, n_heads_ra=0, activation='gelu',
-                    norm_first=True, pos_enc='rope', dropout=0.1, max_len=p.seq_len + 1,
-                    rel_bias=True)   # reproduces the stored quick rows; a stated deviation (official: no bias) until they are rerun (issues 17/18)
+    cfg = DATConfig(d_model=p.d_model, n_layers=p.n_layers, n_heads_sa=p.n_heads, n_heads_ra=0, activation='gelu', norm_first=True,
+                    pos_enc='rope', dropout=0.0, bias=False, rel_bias=False, max_len=p.seq_len + 1, max_rel_pos=p.seq_len)
     if model != 'Transformer':
         h = p.n_heads // 2
-        cfg = replace(cfg, n_heads_sa=h, n_heads_ra=h, symbol_type='symbolic', n_symbols=p.n_symbols, sym_heads=4,
-                      n_kv_heads=max(1, h // 2), head_type='rca' if 'RCA' in model else 'ra')
+        symbols = ('positional' if 'positional symbols' in model else 'position_relative' if 'position-relative' in model else 'symbolic')
+        cfg = replace(cfg, n_heads_sa=h, n_heads_ra=h, n_kv_heads=p.n_kv_heads, n_relations=p.d_r, symbol_type=symbols,
+                      n_symbols=p.n_symbols, sym_heads=p.sym_heads, head_type='rca' if 'RCA' in model else 'ra')
     return DATLanguageModel(vocab_size, cfg)
+
+def lm_corpus(p: LMProtocol) -> dict:
+    "The protocol's corpus as windows (the pydoc folder is written on demand; the Debian one by `relbook prepare dat_lm`)."
+    folder = pydoc_corpus() if p.corpus == 'pydoc-topics' and not os.environ.get('RELBOOK_CORPUS') else corpus_folder(p.corpus)
+    return text_lm_data(p.seq_len, p.vocab_size, folder=folder, max_val_windows=p.max_val_windows)
+
+@preparer('dat_lm')
+def _prepare_dat_lm(profile: str, workers: int) -> None:
+    "Build the Debian corpus if it is missing (apt-get download: a Debian machine with its package index), then the token cache."
+    p = lm_protocol(profile)
+    if p.corpus == 'debian-docs' and not os.environ.get('RELBOOK_CORPUS') and not (corpus_folder(p.corpus) / 'manifest.json').is_file():
+        build_debian_corpus(corpus_folder(p.corpus))
+    lm_corpus(p)
 
 def _lm_path(model: str, seed: int):
     return results_dir() / 'checkpoints' / 'dat_lm_models' / f"{get_profile()}-{model}-s{seed}.pt".replace(' ', '_')
 
 def lm_trial(model: str, seed: int) -> dict:
     p = lm_protocol()
-    d = lm_data(p.seq_len, p.max_vocab)
+    d = lm_corpus(p)
     net = lm_model(model, d['tokenizer'].vocab_size, p)
     cfg = TrainConfig(optimizer='adamw', lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, batch_size=p.batch_size, max_steps=p.steps,
-                      eval_every=p.eval_every, schedule='cosine', warmup_steps=p.steps // 20, grad_clip=1.0, monitor='loss', mode='min')
+                      eval_every=p.eval_every, eval_batch_size=64, schedule='cosine', warmup_steps=p.steps // 20, grad_clip=1.0,
+                      monitor='loss', mode='min')
     res = fit(net, LanguageModeling(), (d['train'],), (d['val'],), cfg, seed=seed, progress=False)
     tokens = p.batch_size * p.seq_len
     if seed == 0: atomic_write(_lm_path(model, seed), lambda tmp: torch.save(net.state_dict(), tmp))
     best = min(r['val_loss'] for r in res.history)
+    info = d['info']
     return {'val_loss': best, 'val_ppl': math.exp(best), 'n_params': count_params(net), 'best_step': res.best_step,
-            'fit_time_s': res.wall_time_s, 'train_tokens': d['info']['train_tokens'], 'vocab_size': d['info']['vocab_size'],
-            'corpus_sha256': d['info'].get('sha256'),
+            'fit_steps': res.steps, 'fit_max_steps': p.steps, 'fit_time_s': res.wall_time_s, 'train_tokens': info['train_tokens'],
+            'val_tokens_evaluated': info['val_windows'] * p.seq_len, 'vocab_size': info['vocab_size'],
+            'corpus': info['source'], 'corpus_sha256': info['corpus_sha256'], 'epochs': p.steps * tokens / info['train_tokens'],
             'curve': [[r['step'] * tokens, r['val_loss'], r['train_loss']] for r in res.history]}
 
 @experiment('dat_lm')
 def dat_lm_experiment() -> pd.DataFrame:
-    "§4.4 and App. D (Fig. 12): DAT vs Transformer vs DAT with RCA heads language models, matched parameters."
+    "§4.4 and App. C.4/D: DAT vs Transformer language models (DAT no larger), RCA heads (Fig. 12), and the symbol-assignment ablation."
     p = lm_protocol()
-    return run_sweep('dat_lm', grid(model=list(LM_MODELS), seed=list(range(p.seeds))), lm_trial)
+    return run_sweep('dat_lm', grid(model=list(p.models or LM_MODELS), seed=list(range(p.seeds))), lm_trial)
 
 def trained_lm(model: str = 'DAT', seed: int = 0) -> tuple[DATLanguageModel, dict]:
     "The language model the sweep saved, with its data; if the (git-ignored) checkpoint is gone, the trial again, seeded as the sweep seeds it, and said so."
-    p = lm_protocol(); d = lm_data(p.seq_len, p.max_vocab)
+    p = lm_protocol(); d = lm_corpus(p)
     path = _lm_path(model, seed)
     if not path.exists():
         seed_everything(seed)                  # as run_sweep does before a trial: the same initial weights and batches

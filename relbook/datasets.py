@@ -4,7 +4,7 @@
 
 # %% ../nbs/95_datasets.ipynb #c002
 from __future__ import annotations
-import codecs, hashlib, pickle, platform, re
+import codecs, gzip, hashlib, json, os, pickle, platform, re, shutil, subprocess, tempfile, time
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -12,12 +12,14 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from .core import check_choice, check_positive, check_seed, check_shape
+from .core import check_choice, check_positive, check_seed, check_shape, data_dir
 
 # %% auto #0
-__all__ = ['CIFAR', 'load_cifar', 'write_cifar_batch', 'load_digits_images', 'split_indices', 'image_splits', 'channel_stats',
-           'normalize', 'random_crop', 'mixup_cutmix', 'corpus_topics', 'text_corpus', 'corpus_info', 'topic_groups',
-           'WordTokenizer', 'lm_data']
+__all__ = ['CIFAR', 'DEBIAN_DOCS', 'DEBIAN_CORPUS', 'load_cifar', 'write_cifar_batch', 'load_digits_images', 'split_indices',
+           'image_splits', 'channel_stats', 'normalize', 'random_crop', 'mixup_cutmix', 'corpus_topics', 'text_corpus',
+           'corpus_info', 'topic_groups', 'WordTokenizer', 'lm_data', 'rest_to_text', 'pod_to_text',
+           'build_debian_corpus', 'read_text_folder', 'folder_fingerprint', 'split_documents', 'BPETokenizer',
+           'corpus_folder', 'pydoc_corpus', 'text_lm_data']
 
 # %% ../nbs/95_datasets.ipynb #c005
 CIFAR = {  # name -> folder of the python version, files per split, label key, number of classes
@@ -335,3 +337,261 @@ def lm_data(seq_len: int, max_vocab: int = 4096, val_fraction: float = 0.1, seed
                 train_topics=train, val_topics=val, train_tokens=len(tr_stream), val_tokens=len(va_stream),
                 vocab_size=tok.vocab_size, train_unk_rate=unk(tr_stream), val_unk_rate=unk(va_stream))
     return {'train': tr, 'val': va, 'tokenizer': tok, 'info': info}
+
+# %% ../nbs/95_datasets.ipynb #c044
+DEBIAN_DOCS = {   # package -> (its folder of documents, the file endings kept, sub-folders skipped)
+    'python3.11-doc': ('usr/share/doc/python3.11/html/_sources', ('.txt',), ()),   # the reST sources of the Python docs
+    'linux-doc-6.1': ('usr/share/doc/linux-doc-6.1/Documentation', ('.rst.gz', '.txt.gz', '.rst', '.txt'),
+                      ('translations',)),      # the kernel's documentation; its translations would repeat it in other languages
+    'perl-doc': ('usr/share/perl/*/pod', ('.pod',), ()),                             # Perl's manual, in POD
+}
+DEBIAN_CORPUS = 'corpus/debian-docs'           # under data_dir(): written by `build_debian_corpus` (`relbook corpus`)
+
+_ADORN = re.compile(r'^\s*([=\-~^*#+"\'`:._])\1{2,}\s*$')                          # section over- and underlines
+_DIRECTIVE = re.compile(r'^\s*\.\.(\s*|\s+[\w:-]+::.*|\s+_[^:]*:.*|\s+\|[^|]+\|.*|\s+SPDX-.*)$')   # directives, targets, substitutions
+_OPTION = re.compile(r'^\s+:[\w -]+:(\s.*)?$')                                    # a directive's indented options
+_ROLE = re.compile(r':[\w:+.-]+:`([^`<]*?)\s*(?:<[^`>]*>)?`')                     # :role:`text <target>` -> text
+
+def rest_to_text(text: str) -> str:
+    "reST (or plain) text as prose: section adornments, directive lines, their options, link targets and substitutions dropped; roles and literals unwrapped; runs of blank lines collapsed."
+    if not isinstance(text, str): raise ValueError(f"text must be a str, got {type(text).__name__}")
+    lines = [l.rstrip() for l in text.replace('\r\n', '\n').split('\n')]
+    kept = '\n'.join(l for l in lines if not (_ADORN.match(l) or _DIRECTIVE.match(l) or _OPTION.match(l)))
+    out = _ROLE.sub(r'\1', kept).replace('``', '')
+    return re.sub(r'\n{3,}', '\n\n', out).strip()
+
+_POD_CMD = re.compile(r'^=(\w+)\s*(.*)$')
+_POD_CODE = re.compile(r'[A-Z]<(?:<+\s+(.*?)\s+>+|([^<>]*))>')     # B<text>, C<< text >>, L<text|target>
+
+def pod_to_text(text: str) -> str:
+    "Perl's POD as prose: headings and items keep their text, other commands and =begin…=end blocks are dropped, formatting codes unwrapped (L<text|target> -> text)."
+    if not isinstance(text, str): raise ValueError(f"text must be a str, got {type(text).__name__}")
+    out, skip = [], False
+    for line in text.replace('\r\n', '\n').split('\n'):
+        m = _POD_CMD.match(line)
+        if m:
+            cmd, arg = m.groups()
+            if cmd == 'begin': skip = True
+            elif cmd == 'end': skip = False
+            elif cmd.startswith('head') or cmd == 'item': out.append(arg)
+            continue
+        if not skip: out.append(line.rstrip())
+    s = '\n'.join(out)
+    for _ in range(4): s = _POD_CODE.sub(lambda m: (m.group(1) or m.group(2) or '').split('|')[0], s)   # nested codes, innermost first
+    return re.sub(r'\n{3,}', '\n\n', s).strip()
+
+# %% ../nbs/95_datasets.ipynb #c046
+def _package_documents(root: Path, package: str):
+    "(name, text) of the documents of an unpacked `package` under `root`, in sorted path order."
+    folder, endings, skip = DEBIAN_DOCS[package]
+    base = next((b for b in sorted(root.glob(folder)) if b.is_dir()), None)    # a pattern: perl's folder names its version
+    if base is None: raise ValueError(f"package {package!r} has no folder {folder}: not the package DEBIAN_DOCS describes")
+    for p in sorted(base.rglob('*')):
+        rel = p.relative_to(base)
+        if not p.is_file() or not p.name.endswith(endings) or rel.parts[0] in skip: continue
+        raw = gzip.decompress(p.read_bytes()) if p.suffix == '.gz' else p.read_bytes()
+        yield rel.as_posix().removesuffix('.gz'), raw.decode('utf-8', errors='replace')
+
+def _fetch_debs(packages: Sequence[str], dest: Path) -> None:
+    "`apt-get download` the packages into `dest`: no root, nothing installed."
+    if not shutil.which('apt-get') or not shutil.which('dpkg-deb'):
+        raise ValueError("building the Debian corpus needs apt-get and dpkg-deb (a Debian system); elsewhere pass debs= a folder "
+                         "holding the .deb files, or point $RELBOOK_CORPUS at any folder of .txt files")
+    r = subprocess.run(['apt-get', 'download', *packages], cwd=dest, capture_output=True, text=True)
+    if r.returncode: raise RuntimeError(f"apt-get download {' '.join(packages)} failed (run 'apt-get update' first?):\n{r.stderr[-2000:]}")
+
+def build_debian_corpus(out: str | Path | None = None,   # default data_dir()/corpus/debian-docs
+                        packages: Sequence[str] = tuple(DEBIAN_DOCS),
+                        debs: str | Path | None = None,  # a folder of the packages' .deb files, instead of downloading them
+                        min_chars: int = 200) -> Path:
+    "Unpack Debian's documentation `packages` and write each document as plain text (`rest_to_text`) under out/<package>/, with manifest.json; exact duplicates and documents under `min_chars` characters are dropped."
+    for pk in packages: check_choice(pk, 'packages', tuple(DEBIAN_DOCS))
+    check_positive(min_chars, 'min_chars')
+    out = Path(out) if out is not None else data_dir() / DEBIAN_CORPUS
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if debs is None: _fetch_debs(packages, tmp); debs = tmp
+        files, seen, counts, versions = {}, set(), Counter(), {}
+        for pk in packages:
+            deb = sorted(Path(debs).glob(f'{pk}_*.deb'))
+            if not deb: raise ValueError(f"debs={str(debs)!r} holds no {pk}_*.deb")
+            versions[pk] = deb[-1].name.split('_')[1]
+            root = tmp / 'unpacked' / pk
+            root.mkdir(parents=True)
+            subprocess.run(['dpkg-deb', '-x', str(deb[-1]), str(root)], check=True)
+            for name, raw in _package_documents(root, pk):
+                text = pod_to_text(raw) if name.endswith('.pod') else rest_to_text(raw)
+                h = hashlib.sha256(text.encode()).hexdigest()
+                if len(text) < min_chars: counts['short'] += 1; continue
+                if h in seen: counts['duplicate'] += 1; continue
+                seen.add(h); files[f"{pk}/{name if name.endswith('.txt') else name + '.txt'}"] = text + '\n'
+        staging = out.with_name(out.name + '.tmp')
+        shutil.rmtree(staging, ignore_errors=True)
+        for name, text in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True); (staging / name).write_text(text, encoding='utf-8')
+    manifest = dict(source='Debian documentation packages', packages=versions, documents=len(files),
+                    characters=sum(map(len, files.values())), dropped_short=counts['short'],
+                    dropped_duplicates=counts['duplicate'], min_chars=min_chars, sha256=_docs_sha256(sorted((n, t) for n, t in files.items() if t.strip())))
+    (staging / 'manifest.json').write_text(json.dumps(manifest, indent=1) + '\n')
+    shutil.rmtree(out, ignore_errors=True); staging.rename(out)      # a reader never sees half a corpus
+    return out
+
+# %% ../nbs/95_datasets.ipynb #c048
+def _docs_sha256(docs: Sequence[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for name, text in docs: h.update(name.encode() + b'\0' + text.encode('utf-8', errors='replace') + b'\0')
+    return h.hexdigest()
+
+def read_text_folder(folder: str | Path) -> list[tuple[str, str]]:
+    "Every non-empty *.txt file under `folder` (any depth) as (relative path, text), in sorted path order; UTF-8, bad bytes replaced."
+    folder = Path(folder)
+    if not folder.is_dir(): raise ValueError(f"folder must be an existing folder of .txt files, got {str(folder)!r}")
+    docs = [(p.relative_to(folder).as_posix(), p.read_text(encoding='utf-8', errors='replace'))
+            for p in sorted(folder.rglob('*.txt'), key=lambda p: p.relative_to(folder).as_posix()) if p.is_file()]
+    docs = [(n, t) for n, t in docs if t.strip()]
+    if not docs: raise ValueError(f"folder {str(folder)!r} holds no non-empty .txt file")
+    return docs
+
+def folder_fingerprint(folder: str | Path) -> str:
+    "sha256 of a text folder's documents (names and texts): its manifest's when `build_debian_corpus` wrote one, else computed."
+    m = Path(folder) / 'manifest.json'
+    if m.is_file(): return json.loads(m.read_text())['sha256']
+    return _docs_sha256(read_text_folder(folder))
+
+def split_documents(names: Sequence[str], val_fraction: float, seed: int = 0) -> set[str]:
+    "The validation documents: a name is held out when a hash of (seed, name) falls below `val_fraction`, so adding or removing files moves no other document; at least one each way."
+    check_seed(seed); names = list(names)
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
+    if len(set(names)) < 2: raise ValueError(f"names must hold at least two distinct documents, got {len(set(names))}")
+    u = {n: int(hashlib.sha256(f'{seed}:{n}'.encode()).hexdigest()[:13], 16) / 16 ** 13 for n in names}
+    val = {n for n in names if u[n] < val_fraction} or {min(u, key=u.get)}
+    return val if len(val) < len(u) else val - {max(u, key=u.get)}
+
+class BPETokenizer:
+    "Byte-level BPE (GPT-2's scheme: every byte is a token, so nothing is unknown), trained with the `tokenizers` library; id 0 is `<|endoftext|>`, which ends each document."
+    EOS_TOKEN = '<|endoftext|>'
+    EOS = 0
+
+    def __init__(self, tokenizer):   # a tokenizers.Tokenizer (use `train` or `from_state_dict`)
+        self.tok = tokenizer
+
+    @classmethod
+    def train(cls, texts: Sequence[str], vocab_size: int) -> BPETokenizer:
+        "Learn `vocab_size` tokens (256 bytes, `<|endoftext|>` and the merges) from `texts`."
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        check_positive(vocab_size, 'vocab_size')
+        if vocab_size < 258: raise ValueError(f"vocab_size must be >= 258 (256 bytes, <|endoftext|> and one merge), got {vocab_size}")
+        if isinstance(texts, str) or not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError("texts must be a non-empty sequence of str")
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+        tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[cls.EOS_TOKEN], show_progress=False,
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        return cls(tok)
+
+    @property
+    def vocab_size(self) -> int: return self.tok.get_vocab_size()
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str): raise ValueError(f"text must be a str, got {type(text).__name__}")
+        return self.tok.encode(text).ids
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        "`encode` of each text (in parallel threads)."
+        return [e.ids for e in self.tok.encode_batch(list(texts))]
+
+    def decode(self, ids) -> str:
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad: raise ValueError(f"ids must lie in [0, {self.vocab_size}) (the vocabulary), got {bad[0]}")
+        return self.tok.decode(ids, skip_special_tokens=False)
+
+    def piece(self, i: int) -> str:
+        "The text of token `i` alone (leading spaces kept), for labels."
+        return self.decode([i])
+
+    def state_dict(self) -> dict: return {'json': self.tok.to_str()}
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> BPETokenizer:
+        from tokenizers import Tokenizer
+        if not isinstance(state, dict) or 'json' not in state: raise ValueError("state must be a dict with key 'json' (from state_dict())")
+        return cls(Tokenizer.from_str(state['json']))
+
+    def __repr__(self) -> str: return f"BPETokenizer(vocab_size={self.vocab_size})"
+
+# %% ../nbs/95_datasets.ipynb #c050
+def corpus_folder(name: str = 'debian-docs') -> Path:
+    "The text folder language models read: $RELBOOK_CORPUS (any folder of .txt files) if set, else data_dir()/corpus/<name>."
+    env = os.environ.get('RELBOOK_CORPUS')
+    return Path(env) if env else data_dir() / 'corpus' / name
+
+def pydoc_corpus(out: str | Path | None = None) -> Path:
+    "The help topics as a text folder, one file per topic, with manifest.json (default data_dir()/corpus/pydoc-topics): the small corpus every Python ships, for smoke runs and tests."
+    out = Path(out) if out is not None else data_dir() / 'corpus' / 'pydoc-topics'
+    if (out / 'manifest.json').is_file(): return out
+    files = sorted((f'{k}.txt', t if t.endswith('\n') else t + '\n') for k, t in _topics() if t.strip())
+    staging = out.with_name(out.name + f'.tmp{os.getpid()}')
+    shutil.rmtree(staging, ignore_errors=True); staging.mkdir(parents=True)
+    for name, text in files: (staging / name).write_text(text, encoding='utf-8')
+    manifest = dict(corpus_info(), documents=len(files), sha256=_docs_sha256(files))
+    (staging / 'manifest.json').write_text(json.dumps(manifest, indent=1) + '\n')
+    try: staging.rename(out)
+    except OSError: shutil.rmtree(staging, ignore_errors=True)    # another process wrote it first
+    return out
+
+def _tokens_windows(stream: np.ndarray, seq_len: int, part: str) -> torch.Tensor:
+    n = len(stream) // (seq_len + 1)
+    if n == 0: raise ValueError(f"seq_len must be < {len(stream)} (the {part} tokens), got {seq_len}")
+    return torch.from_numpy(stream[:n * (seq_len + 1)].astype(np.int64)).view(n, seq_len + 1)
+
+def _token_cache(folder: Path, vocab_size: int, val_fraction: float, seed: int) -> Path:
+    "Tokenizer and token streams of a text folder, built once (atomically) under data_dir()/lm/."
+    fp = folder_fingerprint(folder)
+    cache = data_dir() / 'lm' / f"{fp[:16]}-v{vocab_size}-f{val_fraction:g}-s{seed}"
+    if (cache / 'info.json').is_file(): return cache
+    docs = read_text_folder(folder)
+    if _docs_sha256(docs) != fp: raise ValueError(f"{folder}/manifest.json does not describe the files beside it: rebuild the corpus")
+    val = split_documents([n for n, _ in docs], val_fraction, seed)
+    train_docs, val_docs = [t for n, t in docs if n not in val], [t for n, t in docs if n in val]
+    t0 = time.perf_counter()
+    tok = BPETokenizer.train(train_docs, vocab_size)
+    dtype = np.uint16 if tok.vocab_size <= 2 ** 16 else np.int32
+    stream = lambda texts: np.fromiter((i for ids in tok.encode_many(texts) for i in ids + [tok.EOS]), dtype=dtype)
+    train, valid = stream(train_docs), stream(val_docs)
+    import tokenizers
+    info = dict(source=folder.name, corpus_sha256=fp, documents=len(docs), train_documents=len(train_docs), val_documents=len(val_docs),
+                characters=sum(len(t) for _, t in docs), train_tokens=len(train), val_tokens=len(valid), vocab_size=tok.vocab_size,
+                val_fraction=val_fraction, seed=seed, tokenizer=f'byte-level BPE (tokenizers {tokenizers.__version__})',
+                build_s=round(time.perf_counter() - t0, 1), val_names=sorted(val))
+    staging = cache.with_name(cache.name + f'.tmp{os.getpid()}')
+    shutil.rmtree(staging, ignore_errors=True); staging.mkdir(parents=True)
+    (staging / 'tokenizer.json').write_text(tok.tok.to_str())
+    np.savez_compressed(staging / 'tokens.npz', train=train, val=valid)
+    (staging / 'info.json').write_text(json.dumps(info, indent=1) + '\n')
+    try: staging.rename(cache)
+    except OSError: shutil.rmtree(staging, ignore_errors=True)    # another process built it first
+    return cache
+
+def text_lm_data(seq_len: int, vocab_size: int = 8192,
+                 folder: str | Path | None = None,      # default corpus_folder(): $RELBOOK_CORPUS, else the Debian corpus
+                 val_fraction: float = 0.02, seed: int = 0,
+                 max_val_windows: int | None = None     # evenly spaced validation windows kept (None: all)
+                 ) -> dict:
+    "Next-token windows of a folder of text files, BPE trained on its training documents, validation on held-out documents: {'train', 'val': (n, seq_len + 1) LongTensors, 'tokenizer', 'info'}; tokens cached under data_dir()/lm/."
+    check_positive(seq_len, 'seq_len'); check_positive(vocab_size, 'vocab_size'); check_seed(seed)
+    if max_val_windows is not None: check_positive(max_val_windows, 'max_val_windows')
+    folder = Path(folder) if folder is not None else corpus_folder()
+    if not folder.is_dir():
+        raise ValueError(f"folder {str(folder)!r} does not exist: build the Debian corpus with `relbook prepare dat_lm` "
+                         "(or `build_debian_corpus()`), or point $RELBOOK_CORPUS at a folder of .txt files")
+    cache = _token_cache(folder, vocab_size, val_fraction, seed)
+    info = json.loads((cache / 'info.json').read_text())
+    with np.load(cache / 'tokens.npz') as z: train, val = _tokens_windows(z['train'], seq_len, 'train'), _tokens_windows(z['val'], seq_len, 'val')
+    if max_val_windows is not None and len(val) > max_val_windows:
+        val = val[np.linspace(0, len(val) - 1, max_val_windows).round().astype(int)]
+    tok = BPETokenizer.from_state_dict({'json': (cache / 'tokenizer.json').read_text()})
+    info = {k: v for k, v in info.items() if k != 'val_names'}
+    return {'train': train, 'val': val, 'tokenizer': tok,
+            'info': dict(info, seq_len=seq_len, train_windows=len(train), val_windows=len(val))}

@@ -8,8 +8,8 @@ import re, sys, importlib, importlib.util
 
 # %% auto #0
 __all__ = ['PAD', 'BOS', 'EOS', 'CHARS', 'VOCAB_SIZE', 'MAX_Q', 'MAX_A', 'SPLITS', 'MATH_MODULES', 'TRAIN_DIFFICULTIES',
-           'EXTRAPOLATE', 'SKIPPED', 'load_generator', 'encode', 'decode', 'data_dir', 'generate_problems',
-           'math_tensors', 'math_data', 'math_data_jobs', 'generate_many']
+           'EXTRAPOLATE', 'SKIPPED', 'load_generator', 'encode', 'decode', 'generate_problems', 'math_tensors',
+           'math_data', 'math_data_jobs', 'generate_many']
 
 # %% ../nbs/93_math_data.ipynb #c004
 _POLY = 'mathematics_dataset.sample.polynomials'
@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Sequence
 import numpy as np
 import torch
-from .core import by_profile, check_choice, check_positive, repo_root, atomic_write
+from .core import by_profile, check_choice, check_positive, repo_root, atomic_write, data_dir   # data_dir: the cache folder (in core since the corpora share it)
 
 MAX_Q, MAX_A = 160, 30                       # the papers' question / answer length limits
 SPLITS = ('train-easy', 'train-medium', 'train-hard', 'interpolate', 'extrapolate')
@@ -85,11 +85,6 @@ def _modules(split: str) -> dict:
     gen = load_generator()
     if 'train-easy' not in gen.filtered_modules: gen.filtered_modules.clear(); gen.init_modules(train_split=True)
     return gen.filtered_modules[split]
-
-def data_dir() -> Path:
-    "Folder of the generated-problem cache: `$RELBOOK_DATA`, else `<repo>/data_cache`."
-    d = Path(os.environ.get('RELBOOK_DATA') or (repo_root() or Path.cwd()) / 'data_cache')
-    d.mkdir(parents=True, exist_ok=True); return d
 
 # %% ../nbs/93_math_data.ipynb #c012
 SKIPPED: dict = {}    # (module, split, seed) -> samples dropped because the generator's own asserts failed
