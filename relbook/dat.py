@@ -10,16 +10,18 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from .core import (check_choice, check_positive, check_shape, check_dtype, check_floating, check_finite, check_ids,
                           by_profile, get_profile)
 from .abstractor import sinusoidal, count_params
 from .harness import experiment, grid, run_sweep
 
 # %% auto #0
-__all__ = ['SYMBOL_TYPES', 'BLOCK_PAIRS', 'BENCH_NS', 'rope_angles', 'apply_rope', 'attention_mask', 'PositionalSymbols',
-           'PositionRelativeSymbols', 'SymbolicAttention', 'DualAttention', 'theorem1_module', 'theorem1_check', 'MLP',
-           'make_norm', 'DATConfig', 'CrossAttention', 'DATBlock', 'DATStack', 'DATSeq2Seq', 'DATLanguageModel',
-           'PatchEmbedding', 'ViDAT', 'bench_once', 'bench_subprocess', 'ra_benchmark_trial', 'ra_benchmark_experiment']
+__all__ = ['SYMBOL_TYPES', 'BLOCK_PAIRS', 'BENCH_IMPLS', 'BENCH_NS', 'BENCH_DTYPES', 'rope_angles', 'apply_rope',
+           'attention_mask', 'PositionalSymbols', 'PositionRelativeSymbols', 'SymbolicAttention', 'DualAttention',
+           'theorem1_module', 'theorem1_check', 'MLP', 'make_norm', 'DATConfig', 'CrossAttention', 'DATBlock',
+           'DATStack', 'DATSeq2Seq', 'DATLanguageModel', 'PatchEmbedding', 'ViDAT', 'bench_once', 'bench_subprocess',
+           'ra_benchmark_trial', 'ra_benchmark_experiment']
 
 # %% ../nbs/12_dual_attention.ipynb #c006
 def rope_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,6 +167,7 @@ class DualAttention(nn.Module):
         check_positive(rope_base, 'rope_base', integer=False, finite=True)
         if not isinstance(rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {rel_bias!r}")
         self.rope, self.rope_base, self.head_type = rope, rope_base, head_type
+        self.checkpoint_blocks = True   # recompute the blocked path's blocks in backward: training memory linear in n
         hd = self.head_dim
         kv = lambda h: (n_kv_heads or h) * hd
         if n_heads_sa:
@@ -271,29 +274,35 @@ class DualAttention(nn.Module):
         return o[..., -hd:] + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
 
     def _relational_blocked(self, q, k, qr, kr, sv, allow, relative, offset):
-        "Relations first, one block of queries at a time: memory O(block·n·(h + d_r)), never an (n, n, d) tensor."
+        "Relations first, one block of queries at a time: memory O(block·n·(h + d_r)), never an (n, n, d) tensor. Under autograd with several blocks, each block is recomputed in the backward pass (activation checkpointing, `checkpoint_blocks`), so training memory is linear in n too; the gradients are the same."
         b, h, n, hd = q.shape
         n_k = k.shape[2]
         step = max(8, BLOCK_PAIRS // max(n_k, 1))                                        # queries per block
         kt = k.transpose(-2, -1).contiguous()                                          # (b, h, d_h, n_k): matmul-friendly layout
         q = q * hd ** -0.5
         krT = kr.permute(0, 2, 3, 1) if qr is not None else None                       # (b, d_r, d_proj, n_k)
+        ckpt = self.checkpoint_blocks and n > step and torch.is_grad_enabled()
         outs = []
         for s in range(0, n, step):
             e = min(n, s + step)
-            blk = None if allow is None else (allow if allow.shape[-2] == 1 else allow[..., s:e, :])
-            a = _softmax(q[:, :, s:e] @ kt, blk)                                        # (b, h, B, n_k)
-            if relative:                                                                 # Σ_δ (Σ_{j: clip(j-i)=δ} α_ij) s_δ W_s
-                idx = _rel_index(e - s, n_k, (sv.shape[1] - 1) // 2, offset + s, q.device).expand(b, h, e - s, n_k)
-                o = a.new_zeros(b, h, e - s, sv.shape[1]).scatter_add_(-1, idx, a) @ sv
-            else:
-                o = a @ sv
-            if qr is not None:
-                r = (qr[:, s:e] * self.rel_scale).permute(0, 2, 1, 3) @ krT              # (b, d_r, B, n_k): r_ijℓ for this block
-                rel = torch.einsum('bhij,brij->bhir', a, r)                              # Σ_j α_ij r_ij
-                o = o + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
-            outs.append(o)
+            args = (q[:, :, s:e], kt, sv, None if qr is None else qr[:, s:e], krT,
+                    None if allow is None else (allow if allow.shape[-2] == 1 else allow[..., s:e, :]), relative, offset + s)
+            outs.append(torch.utils.checkpoint.checkpoint(self._block, *args, use_reentrant=False) if ckpt else self._block(*args))
         return torch.cat(outs, 2) if outs else q.new_zeros(b, h, 0, hd)                   # n = 0: no block
+
+    def _block(self, q, kt, sv, qr, krT, allow, relative, offset):
+        "One block of queries (b, h, B, d_h) against every key: Σ_j α_ij (r_ij W_r + s_j W_s)."
+        a = _softmax(q @ kt, allow)                                                    # (b, h, B, n_k)
+        if relative:                                                                   # Σ_δ (Σ_{j: clip(j-i)=δ} α_ij) s_δ W_s
+            idx = _rel_index(a.shape[2], a.shape[3], (sv.shape[1] - 1) // 2, offset, q.device).expand(a.shape)
+            o = a.new_zeros(*a.shape[:3], sv.shape[1]).scatter_add_(-1, idx, a) @ sv
+        else:
+            o = a @ sv
+        if qr is not None:
+            r = (qr * self.rel_scale).permute(0, 2, 1, 3) @ krT                         # (b, d_r, B, n_k): r_ijℓ for this block
+            rel = torch.einsum('bhij,brij->bhir', a, r)                                # Σ_j α_ij r_ij
+            o = o + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
+        return o
 
     def _relational_reference(self, q, k, qr, kr, sv, allow, relative, offset):
         "The paper's App. B.1 einsums: materialises α (b,h,n,n), the relation tensor (b,n,n,d_r) and, for relative symbols, s_{j-i}W_s (n,n,h,d_h)."
@@ -660,8 +669,16 @@ class ViDAT(nn.Module):
         return z.squeeze(-1) if self.binary else z
 
 # %% ../nbs/12_dual_attention.ipynb #c034
+BENCH_IMPLS = ('fast', 'fast (no checkpoint)', 'factorised', 'reference', 'sdpa', 'dat')
+_BENCH_PATH = {'fast (no checkpoint)': 'fast', 'dat': 'fast'}   # the forward path each benchmarked layer takes
+
 def _bench_model(impl: str, d_model: int, n_heads: int) -> DualAttention:
-    return DualAttention(d_model, n_heads, 0) if impl == 'sdpa' else DualAttention(d_model, 0, n_heads)
+    "sdpa: n_heads sensory heads; dat: half sensory, half relational (the same width); otherwise n_heads relational heads."
+    if impl == 'sdpa': return DualAttention(d_model, n_heads, 0)
+    if impl == 'dat': return DualAttention(d_model, n_heads // 2, n_heads - n_heads // 2)
+    m = DualAttention(d_model, 0, n_heads)
+    m.checkpoint_blocks = impl != 'fast (no checkpoint)'
+    return m
 
 def _status_kib(field: str) -> int | None:
     try:
@@ -682,15 +699,23 @@ def _rss_peak() -> int:
     return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 def bench_once(impl: str, n: int, d_model: int = 128, n_heads: int = 4, batch: int = 1, repeats: int = 3,
-               device: str = 'cpu') -> dict:
-    "Forward time (median of `repeats`, ms) and peak extra memory (MiB) of one attention layer in this process."
-    check_choice(impl, 'impl', ('fast', 'factorised', 'reference', 'sdpa'))
+               device: str = 'cpu',
+               mode: str = 'forward',     # 'forward' (no grad) or 'train' (forward + backward to weights and input)
+               dtype: str = 'fp32') -> dict:   # 'bf16': autocast, CUDA only
+    "Time (median of `repeats`, ms) and peak extra memory (MiB) of one attention layer in this process."
+    check_choice(impl, 'impl', BENCH_IMPLS); check_choice(mode, 'mode', ('forward', 'train')); check_choice(dtype, 'dtype', ('fp32', 'bf16'))
+    if dtype == 'bf16' and not device.startswith('cuda'): raise ValueError(f"dtype='bf16' is benchmarked on CUDA only, got device={device!r}")
     torch.manual_seed(0)
-    m = _bench_model(impl, d_model, n_heads).to(device).eval()
-    x = torch.randn(batch, n, d_model, device=device); s = torch.randn(batch, n, d_model, device=device)
-    run = (lambda: m(x)) if impl == 'sdpa' else (lambda: m(x, s, impl=impl))
+    train = mode == 'train'
+    m = _bench_model(impl, d_model, n_heads).to(device).train(train)
+    x = torch.randn(batch, n, d_model, device=device, requires_grad=train); s = torch.randn(batch, n, d_model, device=device)
+    def run():
+        if train: m.zero_grad(set_to_none=True); x.grad = None
+        with torch.autocast(device.split(':')[0], dtype=torch.bfloat16, enabled=dtype == 'bf16'):
+            y = m(x) if impl == 'sdpa' else m(x, s, impl=_BENCH_PATH.get(impl, impl))
+        if train: y.float().square().mean().backward()
     sync = torch.cuda.synchronize if device.startswith('cuda') else (lambda: None)
-    with torch.no_grad():
+    with torch.set_grad_enabled(train):
         if device.startswith('cuda'):
             run(); sync(); torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()
         else: base = _rss_base()
@@ -714,19 +739,23 @@ def bench_subprocess(impl: str, n: int, threads: int = 2, **kw) -> dict:
         out.append(json.loads(r.stdout.strip().splitlines()[-1]))
     return {'time_ms': out[0]['time_ms'], 'peak_mib': out[1]['peak_mib']}
 
-BENCH_NS = dict(smoke=[32, 64], quick=[64, 128, 256, 512, 1024, 2048, 4096], full=[64, 128, 256, 512, 1024, 2048, 4096, 8192])
+BENCH_NS = dict(smoke=[32, 64], quick=[64, 128, 256, 512, 1024, 2048, 4096], gpu=[256, 1024, 4096, 8192, 16384],
+                full=[64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384])
+BENCH_DTYPES = dict(smoke=['fp32'], quick=['fp32'], gpu=['fp32', 'bf16'], full=['fp32', 'bf16'])   # bf16 where a GPU runs it
 
-def ra_benchmark_trial(impl: str, n: int, seed: int = 0) -> dict:
+def ra_benchmark_trial(impl: str, n: int, mode: str = 'forward', dtype: str = 'fp32', seed: int = 0) -> dict:
     dev = 'cuda' if torch.cuda.is_available() and os.environ.get('RELBOOK_DEVICE', '') != 'cpu' else 'cpu'
     kw = dict(d_model=128, n_heads=4, batch=1, repeats=by_profile(smoke=1, quick=5, full=10))
-    if dev == 'cpu' and impl == 'reference' and n > 4096: return {'time_ms': float('nan'), 'peak_mib': float('nan'), 'device': dev}
+    nan = {'time_ms': float('nan'), 'peak_mib': float('nan'), 'device': dev}
+    if dev == 'cpu' and (dtype == 'bf16' or (impl == 'reference' and n > 4096)): return nan   # no CPU bf16 row; the reference's n² buffers
     threads = torch.get_num_threads()                   # the caller's thread budget (OMP_NUM_THREADS)
     in_process = dev != 'cpu' or get_profile() == 'smoke'      # smoke: seconds, no fresh processes
+    kw = dict(kw, mode=mode, dtype=dtype)
     res = bench_once(impl, n, device=dev, **kw) if in_process else bench_subprocess(impl, n, threads=threads, **kw)
     return {**res, 'device': dev, 'bench_threads': threads, **kw}
 
 @experiment('ra_benchmark')
 def ra_benchmark_experiment() -> pd.DataFrame:
-    "Relational attention (fast blocked, factorised SDPA, paper-literal) vs plain SDPA: forward time and peak memory over n."
-    return run_sweep('ra_benchmark', grid(impl=['fast', 'factorised', 'reference', 'sdpa'], n=by_profile(**BENCH_NS), seed=[0]),
-                     ra_benchmark_trial)
+    "Relational attention (fast blocked with and without checkpointing, factorised SDPA, paper-literal), a DAT layer and plain SDPA: time and peak memory over n, inference and training."
+    return run_sweep('ra_benchmark', grid(impl=list(BENCH_IMPLS), n=by_profile(**BENCH_NS), mode=['forward', 'train'],
+                                          dtype=by_profile(**BENCH_DTYPES), seed=[0]), ra_benchmark_trial)

@@ -473,8 +473,21 @@ class BPETokenizer:
     EOS_TOKEN = '<|endoftext|>'
     EOS = 0
 
-    def __init__(self, tokenizer):   # a tokenizers.Tokenizer (use `train` or `from_state_dict`)
-        self.tok = tokenizer
+    def __init__(self, tokenizer=None, *, json_str: str | None = None):   # a tokenizers.Tokenizer, or its JSON (parsed on first use)
+        if (tokenizer is None) == (json_str is None): raise ValueError("give exactly one of tokenizer and json_str")
+        self._tok, self._json = tokenizer, json_str
+        if json_str is not None:                 # the size without the library: a GPU machine that only trains needs no tokenizers wheel
+            try: spec = json.loads(json_str); ids = list(spec['model']['vocab'].values()) + [t['id'] for t in spec.get('added_tokens', [])]
+            except (ValueError, KeyError, TypeError, AttributeError) as e: raise ValueError(f"json_str is not a BPE tokenizer's JSON: {e}") from None
+            self._size = max(ids) + 1
+
+    @property
+    def tok(self):
+        "The `tokenizers.Tokenizer` (imported and parsed on first use)."
+        if self._tok is None:
+            from tokenizers import Tokenizer
+            self._tok = Tokenizer.from_str(self._json)
+        return self._tok
 
     @classmethod
     def train(cls, texts: Sequence[str], vocab_size: int) -> BPETokenizer:
@@ -491,7 +504,7 @@ class BPETokenizer:
         return cls(tok)
 
     @property
-    def vocab_size(self) -> int: return self.tok.get_vocab_size()
+    def vocab_size(self) -> int: return self._size if self._tok is None else self._tok.get_vocab_size()
 
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str): raise ValueError(f"text must be a str, got {type(text).__name__}")
@@ -511,13 +524,13 @@ class BPETokenizer:
         "The text of token `i` alone (leading spaces kept), for labels."
         return self.decode([i])
 
-    def state_dict(self) -> dict: return {'json': self.tok.to_str()}
+    def state_dict(self) -> dict: return {'json': self._json if self._tok is None else self._tok.to_str()}
 
     @classmethod
     def from_state_dict(cls, state: dict) -> BPETokenizer:
-        from tokenizers import Tokenizer
-        if not isinstance(state, dict) or 'json' not in state: raise ValueError("state must be a dict with key 'json' (from state_dict())")
-        return cls(Tokenizer.from_str(state['json']))
+        if not isinstance(state, dict) or not isinstance(state.get('json'), str):
+            raise ValueError("state must be a dict with key 'json' (from state_dict())")
+        return cls(json_str=state['json'])
 
     def __repr__(self) -> str: return f"BPETokenizer(vocab_size={self.vocab_size})"
 

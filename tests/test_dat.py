@@ -238,6 +238,30 @@ def test_bench_once_runs():
     r = bench_once('fast', 32, d_model=32, n_heads=2, repeats=1)
     assert r['time_ms'] > 0 and set(r) == {'time_ms', 'peak_mib'}
     with pytest.raises(ValueError, match='impl'): bench_once('slow', 8)
+    for impl in ('fast', 'fast (no checkpoint)', 'dat', 'sdpa', 'reference', 'factorised'):
+        r = bench_once(impl, 48, d_model=32, n_heads=2, repeats=1, mode='train')
+        assert r['time_ms'] > 0
+    with pytest.raises(ValueError, match='mode'): bench_once('fast', 8, mode='backward')
+    with pytest.raises(ValueError, match='bf16'): bench_once('fast', 8, dtype='bf16')          # CPU: no bf16 benchmark
+
+
+def test_checkpointed_blocks_give_the_same_gradients_and_save_memory(monkeypatch):
+    import relbook.dat as dat
+    monkeypatch.setattr(dat, 'BLOCK_PAIRS', 64)          # 64 keys -> 8 queries a block, 8 blocks
+    torch.manual_seed(0)
+    m = DualAttention(32, 1, 3, symmetric_rels=True)
+    x = torch.randn(2, 64, 32); sym = SymbolicAttention(32, 6, 2)(x).detach()
+    saved = {}
+    def run(ckpt):
+        m.checkpoint_blocks = ckpt; m.zero_grad(); xx = x.clone().requires_grad_()
+        n_saved = [0]
+        def pack(t): n_saved[0] += t.numel(); return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = m(xx, sym, causal=True)
+        y.square().sum().backward(); saved[ckpt] = n_saved[0]
+        return [xx.grad] + [p.grad.clone() for p in m.parameters()]
+    for a, b in zip(run(True), run(False)): assert torch.allclose(a, b, atol=1e-6, rtol=1e-5)
+    assert saved[False] - saved[True] >= 2 * 64 * 64 * (3 + 3)   # every block's α (b·h·n·n) and r (b·d_r·n·n) are not kept
 
 
 def test_rca_heads_equal_the_abstractors_rca():

@@ -45,10 +45,13 @@ def test_digits_and_models_build():
 
 
 def test_relation_bias_of_each_experiment_is_explicit():
-    "dat_lm keeps the relation-map bias its stored rows were trained with (issue 18); the math and vision models have none (official)."
+    "No relation-map bias anywhere (official); the language models have no bias at all (App. C.4)."
     math_attn = dat_math_model('DAT', 2).encoder.blocks[0].attn
     assert math_attn.rel_q.bias is None and math_attn.rel_k.bias is None
-    assert lm_model('DAT', 50, lm_protocol('smoke')).stack.blocks[0].attn.rel_q.bias is not None
+    lm = lm_model('DAT', 50, lm_protocol('smoke'))
+    biases = [n for n, _ in lm.named_parameters() if n.endswith('.bias') and 'norm' not in n]
+    assert biases == ['stack.symbols.w_q.bias']        # no bias but symbolic attention's query map, as the official q_proj
+    assert not any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in lm.modules())
     vit = vision_model('ViDAT (asymmetric)', 8, 2, 1, 10, vision_protocol('smoke'))
     attn = vit.encoder.blocks[0].attn
     assert attn.rel_q.bias is None and attn.rel_k.bias is None
@@ -70,7 +73,8 @@ from relbook.evidence import CLAIMS
 from relbook.dat_experiments import SYMMETRY_MARGIN, RCA_MARGIN
 
 DAT_CLAIMS = {'dat-math-vs-transformer', 'dat-math-vs-transformer-plus', 'dat-vision-digits', 'dat-vision-cifar',
-              'dat-vision-symmetry', 'dat-lm-vs-transformer', 'dat-lm-ra-vs-rca', 'dat-lm-rca-vs-transformer'}
+              'dat-vision-symmetry', 'dat-lm-vs-transformer', 'dat-lm-ra-vs-rca', 'dat-lm-rca-vs-transformer',
+              'dat-lm-symbolic-vs-positional', 'dat-lm-symbolic-vs-relative'}
 
 
 def _vision_rows(acc, seeds=3, datasets=('digits',)):
@@ -102,3 +106,6 @@ def test_lm_claims_read_lower_loss_as_better():
     rca = CLAIMS['dat-lm-rca-vs-transformer'].evaluate(rows).comparison
     assert (rca.verdict, rca.threshold) == ('supports the paper', RCA_MARGIN)                # identical: within the margin
     assert CLAIMS['dat-lm-vs-transformer'].evaluate(rows[rows.seed < 2]).comparison.verdict == 'insufficient data'
+    assert CLAIMS['dat-lm-symbolic-vs-positional'].evaluate(rows).comparison.verdict == 'supports the paper'
+    worse = rows.assign(val_loss=rows.val_loss + 0.2 * (rows.model == 'DAT'))
+    assert CLAIMS['dat-lm-symbolic-vs-relative'].evaluate(worse).comparison.verdict == 'contradicts the paper'
