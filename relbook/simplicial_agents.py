@@ -26,8 +26,9 @@ __all__ = ['RELATIONAL_AGENT', 'SIMPLICIAL_AGENT', 'DEEP_RELATIONAL_AGENT', 'SCA
            'benchmark_agents', 'bridge_profile', 'bridge_metrics', 'bridge_trial', 'bridge_locate_experiment',
            'mean_at', 'rl_profile', 'rl_config', 'model_path', 'rl_trial', 'boxworld_rl_experiment', 'PolicyCloning',
            'DaggerConfig', 'PuzzleStream', 'collect', 'greedy_actions', 'sampled_actions', 'mixed_actions',
-           'imitation_eval_set', 'win_rates', 'evaluate_imitation', 'dagger', 'imitation_profile', 'imitation_trial',
-           'boxworld_imitation_experiment', 'load_agent', 'virtual_pair_attention', 'pair_saturation']
+           'imitation_eval_set', 'win_rates', 'evaluate_imitation', 'dagger', 'imitation_profile',
+           'imitation_model_path', 'imitation_trial', 'boxworld_imitation_experiment', 'imitation_agent', 'load_agent',
+           'virtual_pair_attention', 'pair_saturation']
 
 # %% ../nbs/11_simplicial_agents.ipynb #c005
 @dataclass(frozen=True)
@@ -496,12 +497,17 @@ def imitation_profile() -> dict:
                  dagger=DaggerConfig(rounds=8, demos_per_round=15000, steps_per_round=3000, batch_size=256, n_val=4000,
                                      rollout_envs=256)))
 
+def imitation_model_path(agent: str, seed: int) -> Path:
+    "Where an imitation trial leaves its agent's weights (results/checkpoints/, not committed)."
+    return results_dir() / 'checkpoints' / 'boxworld_imitation_models' / f"{get_profile()}-{agent}-s{seed}.pt".replace(' ', '_')
+
 def imitation_trial(agent: str, seed: int) -> dict:
     "Train one agent by BC + DAgger from the planner; its final and per-round closed-loop win rates on the held-out puzzles."
     check_choice(agent, 'agent', list(ENCODERS)); check_seed(seed)
     P = imitation_profile(); dcfg, eval_set = P['dagger'], imitation_eval_set(P['per_type'])
     torch.manual_seed(seed); net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
     out = dagger(net, dcfg, seed, eval_set, device=get_device())
+    atomic_write(imitation_model_path(agent, seed), lambda tmp: torch.save(net.state_dict(), tmp))   # git-ignored; for Figure 8
     curve, last = out['curve'], out['curve'][-1]
     wins = [c['win_rate'] for c in curve[1:]]
     best = int(np.argmax(wins)) + 1 if max(wins) > 0 else dcfg.rounds      # 1-based round of the highest win rate (the first if tied);
@@ -519,6 +525,19 @@ def boxworld_imitation_experiment() -> pd.DataFrame:
     return run_sweep('boxworld_imitation', grid(agent=P['agents'], seed=P['seeds']), imitation_trial)
 
 # %% ../nbs/11_simplicial_agents.ipynb #c032
+def imitation_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
+    "An imitation trial's agent; if its (git-ignored) weights are gone, the trial again, seeded as the sweep seeds it, and said so beside its stored row."
+    from relbook.core import seed_everything
+    from relbook.harness import store_for
+    path = imitation_model_path(agent, seed)
+    if not path.exists():
+        seed_everything(seed); out = imitation_trial(agent, seed)
+        row = [r for r in store_for('boxworld_imitation').rows() if r['params'] == {'agent': agent, 'seed': seed}]
+        print(f"{path.name} was missing: retrained {agent} (seed {seed}); validation accuracy {out['val_acc']:.4f}"
+              + (f" (its row: {row[0]['val_acc']:.4f})" if row else ''))
+    net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
+    net.load_state_dict(torch.load(path, map_location='cpu')); return net.eval()
+
 def load_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
     "A trained RL agent from `model_path` (float32)."
     path = model_path(agent, seed)
@@ -529,7 +548,7 @@ def load_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
 
 @torch.no_grad()
 def virtual_pair_attention(net: BoxWorldAgent, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    "2-simplicial attention of the last block as (pairs M², entities N) and the virtual entities' 1-simplicial attention in the first block (heads, M, N)."
+    "2-simplicial attention of the last block as (pairs M², entities N) (head 0: the agents have one 2-simplicial head) and the virtual entities' 1-simplicial attention in the first block, every head: (heads, M, N)."
     _, maps = net.features(torch.as_tensor(obs)[None], return_attention=True)
     A = maps[-1].attn2[0, 0]                                                  # (N, M, M): query i, pair (j, k)
     n = A.shape[0]
