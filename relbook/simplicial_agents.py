@@ -134,14 +134,6 @@ def benchmark_agents(agents: tuple = tuple(PAPER_AGENTS), batch: int = 256, repe
 # %% ../nbs/11_simplicial_agents.ipynb #c010b
 from .evidence import claim, compare, conditions, select, Evidence
 
-def _bridge_proxy(df: pd.DataFrame) -> Evidence:
-    "Simplicial − relational (2 blocks) accuracy on boards with a bridge, per seed, mean over the training-set sizes."
-    if 'encoder' not in df: return Evidence(None, 'no rows', df.iloc[:0])
-    ev = conditions(df, 'acc_bridge', {'encoder': 'simplicial'}, {'encoder': 'relational'}, labels=('simplicial', 'relational'))
-    ev.ours += f" (accuracy on bridge boards, mean over n_train {sorted(int(n) for n in df.n_train.unique())})"
-    ev.note = "the paper has no supervised experiment"
-    return ev                                          # convergence from the rows' best_step of steps
-
 def _rl_learns(df: pd.DataFrame) -> Evidence:
     "The worse agent's evaluation win rate − the random policy's on the same episodes, per seed."
     if 'agent' not in df: return Evidence(None, 'no rows', df.iloc[:0], convergence_keys=False)
@@ -183,12 +175,6 @@ def _imitation_gap(a: str, b: str):
 # %% ../nbs/11_simplicial_agents.ipynb #c010c
 # The claims of Clift et al. 2020 that this chapter tests (bridge BoxWorld, §3 and §5).
 _KW = dict(chapter='11_simplicial_agents', paper='clift2020logic')
-claim(id='simplicial-bridge-perception', where='§3 (our supervised proxy)', experiments=('bridge_locate',), **_KW,
-      claim='Locating the bridge is a 3-way relation (a source and a sink) that 2-simplicial attention captures better than iterated relational (1-simplicial) attention.',
-      paper_value='argued in §3; no supervised experiment (the RL results of §5 are its evidence)',
-      metric='test accuracy on boards with a bridge (10-way: slot or "no bridge")',
-      comparison='simplicial − relational (2 blocks), paired by seed, mean over training-set sizes',
-      evaluate=_bridge_proxy, section='Experiment 1: which box is the bridge? (supervised)')
 claim(id='simplicial-rl-agents-learn', where='§5 (training curves); App. "The plateau"', experiments=('boxworld_rl',), **_KW,
       claim='Both the relational and the simplicial agent learn bridge BoxWorld, reaching a common plateau at a win rate of about 0.85.',
       paper_value='plateau at 0.85 (4 runs per agent, up to 5.5×10⁹ steps, no horizon)',
