@@ -15,8 +15,8 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
 
 # %% auto #0
 __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
-           'SHARED_ARTEFACTS', 'RUNBOOK_PAGE', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'merge',
-           'campaign', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'estimate', 'runbook_frame',
+           'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack',
+           'merge', 'campaign', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'estimate', 'runbook_frame',
            'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
@@ -271,6 +271,7 @@ def intercept(name: str, profile: str = 'gpu') -> tuple[list[dict], Callable]:
     raise ValueError(f"experiment {name!r} runs no sweep through run_sweep: nothing to estimate")
 
 SHARED_ARTEFACTS = ('set_embedder',)   # results/checkpoints/<dir>: made once per machine, shared by every trial; probes copy them
+PROBE_PROBLEMS = 1024                  # generated mathematics problems per set in a probe: shapes and steps, not the data, are measured
 
 def probe_trials(name: str, profile: str = 'gpu', limit: int | None = None) -> list[dict]:
     "One probed trial per configuration (all parameters but the seed) of `name` at `profile`: fit counts and the rest's CPU time."
@@ -279,9 +280,11 @@ def probe_trials(name: str, profile: str = 'gpu', limit: int | None = None) -> l
     for p in trials: groups.setdefault(trial_key({k: v for k, v in p.items() if k != 'seed'}), []).append(p)
     out = []
     real = (repo_root() or Path.cwd()) / 'results' / 'checkpoints'
-    with tempfile.TemporaryDirectory() as tmp, _env('RELBOOK_RESULTS', tmp), using_profile(profile):  # caches stay out of results/
+    with (tempfile.TemporaryDirectory() as tmp, _env('RELBOOK_RESULTS', tmp), _env('RELBOOK_PROBE_PROBLEMS', str(PROBE_PROBLEMS)),
+          using_profile(profile)):  # caches stay out of results/
         for d in SHARED_ARTEFACTS:
             if (real / d).is_dir(): shutil.copytree(real / d, Path(tmp) / 'checkpoints' / d)
+        if name in PREPARERS: PREPARERS[name](profile, os.cpu_count() or 1)   # inputs a campaign takes from the cache: not timed
         for key, ps in list(groups.items())[:limit]:
             recs, p, outer = [], ps[0], _OpCounter(timed=True)     # outer: the torch work outside the fits (data, tests)
             seed_everything(int(p.get('seed', 0)))

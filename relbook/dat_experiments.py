@@ -162,7 +162,8 @@ class VisionProtocol:
 def vision_protocol(profile: str | None = None) -> VisionProtocol:
     cifar = ['cifar10', 'cifar100'] if os.environ.get('RELBOOK_CIFAR') else []
     return by_profile(smoke=VisionProtocol(['digits'], 2, 1, 128, 1, 32, 1, 4, 1),
-                      quick=VisionProtocol(['digits'], 60, 5, 128, 2, 96, 4, 6, 3),
+                      quick=VisionProtocol(['digits'], 60, 5, 128, 3, 96, 4, 6, 3),
+                      gpu=VisionProtocol(['digits'] + cifar, 100, 5, 128, 10, 192, 6, 6, 3),   # 10 seeds: a paired test near 1 point
                       full=VisionProtocol(['digits'] + cifar, 100, 5, 128, 10, 384, 8, 12, 3), profile=profile)
 
 VISION_MODELS = ('ViT', 'ViDAT', 'ViDAT (asymmetric)')

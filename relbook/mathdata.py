@@ -165,6 +165,8 @@ def _data_plan(module: str, n_train: int, n_val: int, n_test: int, seed: int, tr
     "Set name -> the `generate_problems` calls (module, split, n, seed) that make it."
     check_choice(train_split, 'train_split', ('train',) + TRAIN_DIFFICULTIES); check_choice(test_split, 'test_split', SPLITS)
     for k, v in (('n_train', n_train), ('n_val', n_val), ('n_test', n_test)): check_positive(v, k)
+    if cap := int(os.environ.get('RELBOOK_PROBE_PROBLEMS') or 0):   # a cost probe (`relbook estimate`) measures steps, not data:
+        n_train, n_val, n_test = (min(n, cap) for n in (n_train, n_val, n_test))   # a sample stands in for each set
     parts = TRAIN_DIFFICULTIES if train_split == 'train' else (train_split,)
     def mix(n, s):                                             # n split as evenly as possible, the remainder to the easier parts
         sizes = [n // len(parts) + (i < n % len(parts)) for i in range(len(parts))]

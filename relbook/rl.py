@@ -16,12 +16,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 from .core import get_device, atomic_write, check_shape, check_positive
-from .harness import _trial_checkpoint, _progress_enabled
+from .harness import _trial_checkpoint, _progress_enabled, _fit_probe
 from .relations import mlp
 
 # %% auto #0
 __all__ = ['LOSS_KEYS', 'VTrace', 'vtrace', 'vtrace_reference', 'RMSPropTF', 'RLConfig', 'ChainEnv', 'ActorCriticMLP',
-           'random_policy', 'Rollout', 'RLResult', 'train_actor_critic', 'evaluate_policy']
+           'random_policy', 'Rollout', 'RLResult', 'NotProbed', 'train_actor_critic', 'evaluate_policy']
 
 # %% ../nbs/94_rl.ipynb #c006
 class VTrace(NamedTuple):
@@ -311,9 +311,15 @@ def _act(net: nn.Module, obs: torch.Tensor, gen: torch.Generator, greedy: bool =
     a = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1, generator=gen).squeeze(1)
     return a, logp.gather(1, a[:, None]).squeeze(1)
 
+def _host(x):
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
 def _step(venv, actions: torch.Tensor):
-    obs, rew, done, info = venv.step(actions.numpy())
-    rew, done = np.asarray(rew, np.float32), np.asarray(done, bool)
+    "One step of a NumPy environment, or of a torch one (`venv.device`: actions go to it, observations stay there)."
+    dev = getattr(venv, 'device', None)
+    obs, rew, done, info = venv.step(actions.to(dev) if dev is not None else actions.numpy())
+    rew, done = _host(rew).astype(np.float32), _host(done).astype(bool)        # the episode log's per-step copy
+    info = {k: _host(v) if isinstance(v, torch.Tensor) else v for k, v in info.items()}
     if rew.shape != (venv.n_envs,) or done.shape != (venv.n_envs,):
         raise ValueError(f"venv.step must return rewards and dones of shape ({venv.n_envs},), got {rew.shape}, {done.shape}")
     return obs, rew, done, info
@@ -452,6 +458,9 @@ def _check_venv(venv, cfg: RLConfig) -> None:
     if missing: raise ValueError(f"venv must have n_envs, n_actions, reset() and step(actions); it lacks {missing}")
     if venv.n_envs != cfg.n_envs: raise ValueError(f"cfg.n_envs must equal venv.n_envs={venv.n_envs}, got {cfg.n_envs}")
 
+class NotProbed(RuntimeError):
+    "A trial whose cost a `relbook estimate` probe cannot measure (it would run the trial in full)."
+
 def train_actor_critic(net: nn.Module,                       # obs (B, ...) -> (logits (B, A), value (B,))
                        venv,                                 # vectorised environment with n_envs = cfg.n_envs
                        cfg: RLConfig = RLConfig(), *,
@@ -463,6 +472,9 @@ def train_actor_critic(net: nn.Module,                       # obs (B, ...) -> (
                        max_updates: int | None = None        # stop this call after this many updates (resumable)
                       ) -> RLResult:
     "IMPALA-style learner: lagged actors unroll, V-trace targets, summed loss, clipped RMSPropTF steps."
+    if _fit_probe.get() is not None:      # `relbook estimate` measures supervised fits step by step; this loop would run in full
+        raise NotProbed("reinforcement learning is not probed by `relbook estimate`: its cost is frames ÷ frames per second "
+                        "(each history row records fps)")
     _check_venv(venv, cfg)
     if max_updates is not None: check_positive(max_updates, 'max_updates')
     device = get_device(device); net.to(device).train()

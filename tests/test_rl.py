@@ -299,3 +299,19 @@ def test_trainer_rejects_bad_envs_and_networks():
         train_actor_critic(NoValue(), ChainEnv(8), _cfg(), device='cpu', checkpoint=None)
     with pytest.raises(ValueError, match='actions must have shape'):
         ChainEnv(4).step(np.zeros(3, int))
+
+
+def test_actor_critic_runs_on_a_torch_environment():
+    "The learner steps a device-resident TorchBoxWorld (actions to its device, rewards and dones copied back for the log)."
+    from relbook.boxworld import TorchBoxWorld, BoxWorldConfig
+    from relbook.simplicial_agents import BoxWorldAgent, RELATIONAL_AGENT, RL_BRIDGE_ENV
+    from relbook.rl import RLConfig, train_actor_critic, evaluate_policy
+    torch.manual_seed(0)
+    net = BoxWorldAgent(RELATIONAL_AGENT, RL_BRIDGE_ENV.obs_shape)
+    env = TorchBoxWorld(4, RL_BRIDGE_ENV, seed=0, device='cpu')
+    res = train_actor_critic(net, env, RLConfig(n_envs=4, unroll=5, total_frames=200, optimizer='adam', lr=1e-4, log_every_frames=100),
+                             seed=0, device='cpu', checkpoint=None, progress=False)
+    assert res.frames >= 200 and len(res.history) >= 2 and all(np.isfinite(r['grad_norm']) for r in res.history)
+    ev = evaluate_policy(net, TorchBoxWorld(4, RL_BRIDGE_ENV, seed=1, device='cpu'), 8, device='cpu')
+    types = np.stack(ev['episodes']['puzzle_type'].to_numpy())
+    assert ev['n_episodes'] == 8 and (types[:, 0] >= 2).all() and (types[:, 1] >= 1).all()   # bridges only, a in {2, 3}
