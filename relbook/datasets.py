@@ -550,6 +550,7 @@ def pydoc_corpus(out: str | Path | None = None) -> Path:
     for name, text in files: (staging / name).write_text(text, encoding='utf-8')
     manifest = dict(corpus_info(), documents=len(files), sha256=_docs_sha256(files))
     (staging / 'manifest.json').write_text(json.dumps(manifest, indent=1) + '\n')
+    if out.exists() and not (out / 'manifest.json').is_file(): shutil.rmtree(out)   # a half-written folder from an interrupted run
     try: staging.rename(out)
     except OSError: shutil.rmtree(staging, ignore_errors=True)    # another process wrote it first
     return out
