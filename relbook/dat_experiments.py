@@ -292,7 +292,7 @@ def lm_trial(model: str, seed: int) -> dict:
     res = fit(net, LanguageModeling(), (d['train'],), (d['val'],), cfg, seed=seed, progress=False)
     tokens = p.batch_size * p.seq_len
     if seed == 0: atomic_write(_lm_path(model, seed), lambda tmp: torch.save(net.state_dict(), tmp))
-    best = min(r['val_loss'] for r in res.history)
+    best = min((r['val_loss'] for r in res.history), default=float('nan'))   # no history: a cost probe's fit
     info = d['info']
     return {'val_loss': best, 'val_ppl': math.exp(best), 'n_params': count_params(net), 'best_step': res.best_step,
             'fit_steps': res.steps, 'fit_max_steps': p.steps, 'fit_time_s': res.wall_time_s, 'train_tokens': info['train_tokens'],
