@@ -54,6 +54,10 @@ def attention_mask(n_q: int, n_k: int, *, key_padding_mask: torch.Tensor | None 
     return allow
 
 # %% ../nbs/12_dual_attention.ipynb #c010
+def _lib(m: nn.Module) -> torch.Tensor:
+    "The symbol library as a module output: a view with a grad_fn under autograd, detached without it (a view of a leaf made under no_grad requires grad but has no grad_fn, which hooks on module outputs reject)."
+    return m.library.view_as(m.library) if torch.is_grad_enabled() else m.library.detach()
+
 class PositionalSymbols(nn.Module):
     "s_i = S_lib[i]: a learned symbol per position (positional embeddings used as symbols)."
     relative = False
@@ -65,7 +69,7 @@ class PositionalSymbols(nn.Module):
         b, n = x.shape[:2]
         if offset + n > len(self.library):
             raise ValueError(f"sequence positions up to {offset + n} exceed max_len={len(self.library)} of the positional symbols")
-        return self.library[offset: offset + n].expand(b, n, -1)          # (b, n, d)
+        return _lib(self)[offset: offset + n].expand(b, n, -1)            # (b, n, d)
 
 class PositionRelativeSymbols(nn.Module):
     "The library (s_{-Δ}, …, s_Δ): relational attention sends s_{clip(j-i, ±Δ)} from j to i."
@@ -76,7 +80,7 @@ class PositionRelativeSymbols(nn.Module):
         self.max_rel_pos = max_rel_pos
         self.library = nn.Parameter(torch.randn(2 * max_rel_pos + 1, d_model))
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        return self.library                                                 # (2Δ+1, d): index δ+Δ
+        return _lib(self)                                                   # (2Δ+1, d): index δ+Δ
 
 class SymbolicAttention(nn.Module):
     "Eq. 3: Softmax((x W_q) F_libᵀ) S_lib, multi-head: a learned soft equivalence class per object."
