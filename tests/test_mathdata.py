@@ -55,3 +55,13 @@ def test_math_data_tensors(tmp_path, monkeypatch):
     assert src.shape[0] == 32 and (tgt[:, 0] == BOS).all() and ((tgt == EOS).sum(1) == 1).all()
     train_q = {decode(s) for s in src}
     assert not train_q & {decode(s) for s in d['test'][0]}, "test questions must be unseen in training"
+
+
+def test_a_cost_probe_draws_a_sample_of_each_set(monkeypatch):
+    "relbook estimate sets RELBOOK_PROBE_PROBLEMS: every generated set is capped (steps and shapes are measured, not data)."
+    from relbook.mathdata import _data_plan
+    full = _data_plan('algebra__linear_1d', 30_000, 3_000, 2_000, 0, 'train', 'interpolate')
+    assert sum(j[2] for j in full['train']) == 30_000
+    monkeypatch.setenv('RELBOOK_PROBE_PROBLEMS', '100')
+    capped = _data_plan('algebra__linear_1d', 30_000, 3_000, 2_000, 0, 'train', 'interpolate')
+    assert sum(j[2] for j in capped['train']) == 100 and sum(j[2] for j in capped['val']) == 100 and capped['test'][0][2] == 100
