@@ -338,7 +338,9 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
         except ValueError as e: exps[n] = dict(note=str(e)); continue
         except Exception as e: exps[n] = dict(note=f"the probe failed: {type(e).__name__}: {e}"); continue   # shown on the page
         share = _step_share(n)
-        own = profile == 'quick' or [trial_key(t) for t in intercept(n, profile)[0]] != [trial_key(t) for t in intercept(n, 'quick')[0]]
+        from relbook import core
+        sized0 = core.GPU_SIZED[0]; gpu_trials = intercept(n, profile)[0]; sized = core.GPU_SIZED[0] > sized0   # a gpu value of its own
+        own = profile == 'quick' or sized or [trial_key(t) for t in gpu_trials] != [trial_key(t) for t in intercept(n, 'quick')[0]]
         bound = sum(trial_seconds(r, cal['c']) * r['trials'] for r in recs) / 60
         expected = sum(trial_seconds(r, cal['c'], step_share=share) * r['trials'] for r in recs) / 60
         steps = [f['max_steps'] for r in recs for f in r['fits']]

@@ -11,9 +11,10 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['PROFILES', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device', 'repo_root',
-           'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'provenance', 'check_shape',
-           'check_choice', 'check_seed', 'check_positive', 'check_dtype', 'check_floating', 'check_finite', 'check_ids']
+__all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
+           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'provenance',
+           'check_shape', 'check_choice', 'check_seed', 'check_positive', 'check_dtype', 'check_floating',
+           'check_finite', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -44,11 +45,13 @@ def using_profile(name: str):
     finally: _profile_override = old
 
 _UNSET = object()
+GPU_SIZED = [0]    # by_profile calls that resolved `gpu` to a value of its own (`relbook estimate` reads it: does an experiment size itself?)
 
 def by_profile(smoke: Any, quick: Any, full: Any, profile: str | None = None, *, gpu: Any = _UNSET) -> Any:
     "Pick the value for the active (or given) profile; `gpu` falls back to `quick` until an experiment sizes it."
-    return {'smoke': smoke, 'quick': quick, 'full': full,
-            'gpu': quick if gpu is _UNSET else gpu}[_check_profile(profile or get_profile())]
+    prof = _check_profile(profile or get_profile())
+    if prof == 'gpu' and gpu is not _UNSET: GPU_SIZED[0] += 1
+    return {'smoke': smoke, 'quick': quick, 'full': full, 'gpu': quick if gpu is _UNSET else gpu}[prof]
 
 # %% ../nbs/90_core.ipynb #c008
 def seed_everything(seed: int) -> torch.Generator:
