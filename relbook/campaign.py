@@ -242,6 +242,18 @@ def _probe_fit(records: list, outer: _OpCounter | None = None):
             finally: _fit_probe.reset(token); records[-1]['probe_s'] = time.perf_counter() - t_start
         finally:
             if outer is not None: outer.paused = False
+    def loop(step: Callable, max_steps: int, host_s: Callable[[], float] = lambda: 0.0) -> None:
+        "A loop of `max_steps` calls of `step` that is not a fit (an RL learner's updates, optimiser included): one call measured."
+        if outer is not None: outer.paused = True
+        try:
+            t_start = time.perf_counter(); step()                                   # warm-up
+            h0, t0 = host_s(), time.perf_counter(); o_step, f_step = _count(step)
+            records.append(dict(max_steps=int(max_steps), eval_every=int(max_steps), ops_step=o_step, flops_step=f_step,
+                                ops_val=0, flops_val=0, grad_clip=False, optimizer_counted=True, cpu_step_s=time.perf_counter() - t0,
+                                host_step_s=host_s() - h0, probe_s=time.perf_counter() - t_start, trained=False))
+        finally:
+            if outer is not None: outer.paused = False
+    probe.loop = loop            # for loops that are not fits (relbook.rl.train_actor_critic)
     return probe
 
 # %% ../nbs/97_campaign.ipynb #est-cost
@@ -273,17 +285,21 @@ def intercept(name: str, profile: str = 'gpu') -> tuple[list[dict], Callable]:
 SHARED_ARTEFACTS = ('set_embedder',)   # results/checkpoints/<dir>: made once per machine, shared by every trial; probes copy them
 PROBE_PROBLEMS = 1024                  # generated mathematics problems per set in a probe: shapes and steps, not the data, are measured
 
-def probe_trials(name: str, profile: str = 'gpu', limit: int | None = None) -> list[dict]:
-    "One probed trial per configuration (all parameters but the seed) of `name` at `profile`: fit counts and the rest's CPU time."
+def probe_trials(name: str, profile: str = 'gpu', limit: int | None = None, workdir: str | Path | None = None) -> list[dict]:
+    """One probed trial per configuration (all parameters but the seed) of `name` at `profile`: fit counts and the rest's CPU time.
+    `workdir`: the results folder the probe writes its caches to (default: a fresh one); probes sharing one see each other's
+    cached models (e.g. chapter 5's robustness study reuses the learning curves' models), as a campaign's sweeps do."""
     trials, run_trial = intercept(name, profile)
     groups: dict[str, list[dict]] = {}
     for p in trials: groups.setdefault(trial_key({k: v for k, v in p.items() if k != 'seed'}), []).append(p)
     out = []
     real = (repo_root() or Path.cwd()) / 'results' / 'checkpoints'
-    with (tempfile.TemporaryDirectory() as tmp, _env('RELBOOK_RESULTS', tmp), _env('RELBOOK_PROBE_PROBLEMS', str(PROBE_PROBLEMS)),
-          using_profile(profile)):  # caches stay out of results/
+    with contextlib.ExitStack() as stack:   # caches stay out of results/
+        tmp = str(workdir) if workdir is not None else stack.enter_context(tempfile.TemporaryDirectory())
+        for ctx in (_env('RELBOOK_RESULTS', tmp), _env('RELBOOK_PROBE_PROBLEMS', str(PROBE_PROBLEMS)), using_profile(profile)):
+            stack.enter_context(ctx)
         for d in SHARED_ARTEFACTS:
-            if (real / d).is_dir(): shutil.copytree(real / d, Path(tmp) / 'checkpoints' / d)
+            if (real / d).is_dir() and not (Path(tmp) / 'checkpoints' / d).exists(): shutil.copytree(real / d, Path(tmp) / 'checkpoints' / d)
         if name in PREPARERS: PREPARERS[name](profile, os.cpu_count() or 1)   # inputs a campaign takes from the cache: not timed
         for key, ps in list(groups.items())[:limit]:
             recs, p, outer = [], ps[0], _OpCounter(timed=True)     # outer: the torch work outside the fits (data, tests)
@@ -302,8 +318,8 @@ def trial_seconds(rec: dict, c: float, flops_per_s: float = F_EFF, step_share: f
     t = rec['rest_s'] + c * rec.get('ops_rest', 0)
     for f in rec['fits']:
         steps = step_share * f['max_steps']
-        ops = f['ops_step'] + OPT_OPS + (CLIP_OPS if f['grad_clip'] else 0)
-        t += steps * (c * ops + f['flops_step'] / flops_per_s)
+        ops = f['ops_step'] + (0 if f.get('optimizer_counted') else OPT_OPS + (CLIP_OPS if f['grad_clip'] else 0))
+        t += steps * (c * ops + f['flops_step'] / flops_per_s + f.get('host_step_s', 0.0))   # host: a NumPy environment's steps
         t += math.ceil(steps / f['eval_every']) * (c * f['ops_val'] + f['flops_val'] / flops_per_s)
     return t
 
@@ -328,27 +344,31 @@ def _step_share(name: str) -> float:
 
 def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: int = 4,
              out: str | Path | None = GPU_PLAN, cal: dict | None = None) -> dict:
-    "Estimated H100 minutes of each experiment at `profile` (default: every one a campaign would run), written to (merged into) `out`."
+    """Estimated H100 minutes of each experiment at `profile` (default: every one a campaign would run), written to (merged into) `out`.
+    The experiments are probed in the order given, sharing one results folder, as a campaign in that order runs them: a model
+    an earlier one caches (and a later one reuses) is counted once, in the earlier one; `after` records what came before."""
     check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
     names = list(names) if names else plan(None, profile)
     cal = cal or calibrate()
     exps = {}
-    for n in names:
-        try: recs = probe_trials(n, profile)
-        except ValueError as e: exps[n] = dict(note=str(e)); continue
-        except Exception as e: exps[n] = dict(note=f"the probe failed: {type(e).__name__}: {e}"); continue   # shown on the page
-        share = _step_share(n)
-        from relbook import core
-        sized0 = core.GPU_SIZED[0]; gpu_trials = intercept(n, profile)[0]; sized = core.GPU_SIZED[0] > sized0   # a gpu value of its own
-        own = profile == 'quick' or sized or [trial_key(t) for t in gpu_trials] != [trial_key(t) for t in intercept(n, 'quick')[0]]
-        bound = sum(trial_seconds(r, cal['c']) * r['trials'] for r in recs) / 60
-        expected = sum(trial_seconds(r, cal['c'], step_share=share) * r['trials'] for r in recs) / 60
-        steps = [f['max_steps'] for r in recs for f in r['fits']]
-        exps[n] = dict(trials=sum(r['trials'] for r in recs), configs=len(recs), own_sizes=bool(own), step_share=round(share, 3),
-                       max_steps=[int(min(steps)), int(max(steps))] if steps else None,
-                       ops_step=int(np.median([f['ops_step'] for r in recs for f in r['fits']])) if steps else None,
-                       rest_s=round(sum(r['rest_s'] * r['trials'] for r in recs), 1),
-                       bound_min=round(bound, 1), expected_min=round(expected, 1), wall_min=round(expected / workers, 1))
+    with tempfile.TemporaryDirectory() as workdir:
+        for i, n in enumerate(names):
+            try: recs = probe_trials(n, profile, workdir=workdir)
+            except ValueError as e: exps[n] = dict(note=str(e)); continue
+            except Exception as e: exps[n] = dict(note=f"the probe failed: {type(e).__name__}: {e}"); continue   # shown on the page
+            share = _step_share(n)
+            from relbook import core
+            sized0 = core.GPU_SIZED[0]; gpu_trials = intercept(n, profile)[0]; sized = core.GPU_SIZED[0] > sized0   # a gpu value of its own
+            own = profile == 'quick' or sized or [trial_key(t) for t in gpu_trials] != [trial_key(t) for t in intercept(n, 'quick')[0]]
+            bound = sum(trial_seconds(r, cal['c']) * r['trials'] for r in recs) / 60
+            expected = sum(trial_seconds(r, cal['c'], step_share=share) * r['trials'] for r in recs) / 60
+            steps = [f['max_steps'] for r in recs for f in r['fits']]
+            exps[n] = dict(trials=sum(r['trials'] for r in recs), configs=len(recs), own_sizes=bool(own), step_share=round(share, 3),
+                           max_steps=[int(min(steps)), int(max(steps))] if steps else None,
+                           ops_step=int(np.median([f['ops_step'] for r in recs for f in r['fits']])) if steps else None,
+                           rest_s=round(sum(r['rest_s'] * r['trials'] for r in recs), 1),
+                           bound_min=round(bound, 1), expected_min=round(expected, 1), wall_min=round(expected / workers, 1),
+                           after=names[:i])
     plan_ = dict(profile=profile, workers=workers, commit=git_sha(), probed_on=provenance().get('device_name'),
                  calibration={k: (round(v, 9) if isinstance(v, float) else v) for k, v in cal.items()},
                  flops_per_s=F_EFF, opt_ops=OPT_OPS, clip_ops=CLIP_OPS, experiments=exps)
@@ -392,16 +412,19 @@ def _plan_lines(gp: dict) -> list[str]:
              f"scales the budget by the share the `quick` trials used before patience stopped them; *wall* is expected over "
              f"{w} worker processes sharing the GPU (launch-bound work overlaps; not yet measured).", '',
              f"*Sized* says whether the experiment sets its own `{gp['profile']}` settings; where it does not, a campaign runs its "
-             f"`quick` settings.", '',
-             '| experiment | sized | trials | updates per trial | operators per update | GPU trial-min, budget | expected | wall, min |',
-             '|---|---|---|---|---|---|---|---|']
+             f"`quick` settings. Experiments estimated together were probed in one results folder, in the order of the "
+             f"command, as a campaign in that order runs them: a model that an earlier one caches and a later one reuses "
+             f"(chapter 5's robustness study and pre-training baselines are the learning curves' own models) is priced once, "
+             f"in the earlier one; *after* names what came before.", '',
+             '| experiment | sized | trials | updates per trial | operators per update | GPU trial-min, budget | expected | wall, min | after |',
+             '|---|---|---|---|---|---|---|---|---|']
     skipped = []
     for name, e in sorted(gp['experiments'].items()):
         if 'note' in e: skipped.append(f"`{name}` ({e['note']})"); continue
         steps = '–' if not e['max_steps'] else (f"{e['max_steps'][0]:,}" if e['max_steps'][0] == e['max_steps'][1]
                                                else f"{e['max_steps'][0]:,}–{e['max_steps'][1]:,}")
         lines.append(f"| `{name}` | {'yes' if e.get('own_sizes') else 'no'} | {e['trials']} | {steps} | {e['ops_step'] or '–'} | {e['bound_min']:.1f} | "
-                     f"{e['expected_min']:.1f} | {e['wall_min']:.1f} |")
+                     f"{e['expected_min']:.1f} | {e['wall_min']:.1f} | {', '.join(f'`{a}`' for a in e.get('after', [])) or '–'} |")
     est = [e for e in gp['experiments'].values() if 'note' not in e]
     exps, per = load_all_experiments(), {}
     for name, e in gp['experiments'].items():

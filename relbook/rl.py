@@ -21,7 +21,7 @@ from .relations import mlp
 
 # %% auto #0
 __all__ = ['LOSS_KEYS', 'VTrace', 'vtrace', 'vtrace_reference', 'RMSPropTF', 'RLConfig', 'ChainEnv', 'ActorCriticMLP',
-           'random_policy', 'Rollout', 'RLResult', 'NotProbed', 'train_actor_critic', 'evaluate_policy']
+           'random_policy', 'Rollout', 'RLResult', 'train_actor_critic', 'evaluate_policy']
 
 # %% ../nbs/94_rl.ipynb #c006
 class VTrace(NamedTuple):
@@ -458,8 +458,17 @@ def _check_venv(venv, cfg: RLConfig) -> None:
     if missing: raise ValueError(f"venv must have n_envs, n_actions, reset() and step(actions); it lacks {missing}")
     if venv.n_envs != cfg.n_envs: raise ValueError(f"cfg.n_envs must equal venv.n_envs={venv.n_envs}, got {cfg.n_envs}")
 
-class NotProbed(RuntimeError):
-    "A trial whose cost a `relbook estimate` probe cannot measure (it would run the trial in full)."
+def _probe_updates(probe, net: nn.Module, venv, cfg: RLConfig, seed: int, device: torch.device) -> RLResult:
+    "Under a cost probe (`relbook estimate`): one learner update measured by `probe.loop`, priced for the whole budget; nothing trained."
+    opt, run = _optimizer(net, cfg), _Run(net, venv, cfg, seed, device)
+    env_s, torch_env = [0.0], getattr(venv, 'device', None) is not None   # a torch environment's operators are counted as such
+    def timed_step(a, _step=venv.step):                                       # a NumPy one costs host time on any machine
+        t = time.perf_counter(); out = _step(a); env_s[0] += time.perf_counter() - t; return out
+    if not torch_env: venv.step = timed_step
+    try: probe.loop(lambda: run.update(net, opt, venv), -(-cfg.total_frames // cfg.batch), host_s=lambda: env_s[0])
+    finally:
+        if not torch_env: del venv.step
+    return RLResult([], run.log.frame(), run.frames, run.updates, 0.0, False)
 
 def train_actor_critic(net: nn.Module,                       # obs (B, ...) -> (logits (B, A), value (B,))
                        venv,                                 # vectorised environment with n_envs = cfg.n_envs
@@ -472,12 +481,10 @@ def train_actor_critic(net: nn.Module,                       # obs (B, ...) -> (
                        max_updates: int | None = None        # stop this call after this many updates (resumable)
                       ) -> RLResult:
     "IMPALA-style learner: lagged actors unroll, V-trace targets, summed loss, clipped RMSPropTF steps."
-    if _fit_probe.get() is not None:      # `relbook estimate` measures supervised fits step by step; this loop would run in full
-        raise NotProbed("reinforcement learning is not probed by `relbook estimate`: its cost is frames ÷ frames per second "
-                        "(each history row records fps)")
     _check_venv(venv, cfg)
     if max_updates is not None: check_positive(max_updates, 'max_updates')
     device = get_device(device); net.to(device).train()
+    if (probe := _fit_probe.get()) is not None: return _probe_updates(probe, net, venv, cfg, seed, device)   # `relbook estimate`
     opt, run = _optimizer(net, cfg), _Run(net, venv, cfg, seed, device)
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     if ckpt is not None and Path(ckpt).exists(): _load(ckpt, run, net, opt, venv)

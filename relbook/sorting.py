@@ -124,10 +124,10 @@ def sorting_protocol(profile: str | None = None) -> SortingProtocol:
     "The object-sorting protocol at a profile (full = the papers' grid)."
     return by_profile(
         smoke=SortingProtocol([100, 300], [100], 128, 1, 1, 64, 128, 2, 4, 2, 2, 300, 300, 2),
-        quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 3000, 50, 5, 3000, 3000, 3),
+        quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 6000, 50, 5, 3000, 3000, 3),
         # gpu: sized by `relbook estimate` so that the chapter's three sweeps fit one 25-minute H100 campaign (runbook page)
         gpu=SortingProtocol([100, 250, 500, 1000, 3000], [250, 500, 1000],
-                            512, 5, 6, 500, 2000, 400, 3000, 25, 20, 3000, 3000, 5),
+                            512, 5, 5, 500, 2000, 400, 3000, 25, 20, 3000, 3000, 5),
         full=SortingProtocol(list(range(100, 3001, 100)), list(range(100, 3001, 100)), 512, 10, 10, 500, 2000, 400, 3000, 25, 20,
                              3000, 3000, 5), profile=profile)
 
