@@ -4,7 +4,8 @@
 
 # %% ../nbs/05_object_sorting.ipynb #c002
 from __future__ import annotations
-import hashlib, json, math, os
+import contextlib, hashlib, json, math, os, random
+import numpy as np
 from dataclasses import dataclass, replace, asdict
 import pandas as pd
 import torch
@@ -21,8 +22,9 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model', 'SortingProtocol',
            'sorting_protocol', 'protocol_splits', 'transfer_weights', 'train_sorting', 'size_to_reach',
            'evaluate_sorting', 'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
-           'object_sorting_experiment', 'pretraining_trial', 'sorting_pretraining_experiment', 'random_orthogonal',
-           'corrupt_objects', 'robustness_trial', 'sorting_robustness_experiment', 'robustness_long']
+           'object_sorting_experiment', 'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment',
+           'random_orthogonal', 'corrupt_objects', 'robustness_trial', 'sorting_robustness_experiment',
+           'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -386,6 +388,16 @@ def object_sorting_experiment() -> pd.DataFrame:
     return run_sweep('object_sorting', grid(model=list(SORTING_VARIANTS), n_train=proto.sizes, seed=list(range(proto.seeds))),
                      sorting_trial)
 
+@contextlib.contextmanager
+def rng_kept():
+    "Run a block without moving the global random states (torch, NumPy, Python) that the code after it draws from."
+    states = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try: yield
+    finally:
+        torch.set_rng_state(states[0]); np.random.set_state(states[1]); random.setstate(states[2])
+        if cuda is not None: torch.cuda.set_rng_state_all(cuda)
+
 def pretraining_trial(model: str, n_train: int, seed: int) -> dict:
     "Figure 5b: one variant at one size and seed; a pre-trained variant starts from its architecture's pre-trained model."
     check_choice(model, 'model', tuple(PRETRAIN_VARIANTS))
@@ -393,7 +405,11 @@ def pretraining_trial(model: str, n_train: int, seed: int) -> dict:
     if transfer is None:
         net, info, pre = *_trained(arch, n_train, seed), {}
     else:
-        base, p = train_sorting(arch, sorting_protocol().pretrain_n, seed, 'pretrain', cache=True)
+        with rng_kept():       # the shared pre-trained model, trained here by the first trial that needs it or read from the cache ...
+            base, p = train_sorting(arch, sorting_protocol().pretrain_n, seed, 'pretrain', cache=True)
+        sorting_model(arch)    # ... leaves the random state as a read from the cache does (one model built, then loaded), so the
+                               # fine-tuned model's fresh weights (all but the decoder's, in the official transfer) do not depend
+                               # on which trial ran first
         net, info = train_sorting(arch, n_train, seed, init=base, transfer=transfer)
         pre = {f'pretrain_{k}': v for k, v in p.items()}
     return {**evaluate_sorting(net, protocol_splits(seed).data('test')), **info, **pre, 'n_params': count_params(net)}

@@ -124,3 +124,18 @@ def test_claims_do_not_crash_on_smoke_rows():
     for c in (c for c in CLAIMS.values() if c.chapter == '05_object_sorting'):
         ev = c.evaluate(rob if c.experiments == ('sorting_robustness',) else rows)
         assert ev.comparison is None or ev.comparison.verdict == 'insufficient data'
+
+
+def test_a_pretrained_trial_does_not_depend_on_which_trial_trained_the_shared_model(tmp_path, monkeypatch):
+    "The pre-trained model is cached and shared: the first trial that needs it trains it, the others read it. A fine-tuned model's fresh weights must not depend on which."
+    from relbook.core import seed_everything, using_profile
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
+    with using_profile('smoke'):
+        out, cached = [], []
+        for _ in range(2):                      # first: the shared model is trained inside the trial; second: read from the cache
+            cached.append(len(list(tmp_path.glob('checkpoints/sorting_models/*.pt'))))
+            seed_everything(1)
+            out.append(so.pretraining_trial('Transformer (pre-trained, decoder)', 100, 1))
+        assert cached == [0, 1], cached
+        for k in ('val_loss', 'acc', 'ar_seq_acc', 'best_step'):
+            assert out[0][k] == out[1][k], (k, out[0][k], out[1][k])
