@@ -14,10 +14,10 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
-           'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack',
-           'merge', 'campaign', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'estimate', 'runbook_frame',
-           'load_gpu_plan', 'render_runbook']
+__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'CARRIED', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
+           'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'RUN_LIMIT_MIN', 'parse_budget',
+           'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'intercept', 'probe_trials',
+           'trial_seconds', 'calibrate', 'estimate', 'runbook_frame', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -111,6 +111,30 @@ def pack(out: str | Path, profile: str, since: dict[str, int], started: float, m
     if out.stat().st_size > limit: raise RuntimeError(f"the new result rows alone exceed {limit} bytes: {out}")
     return m
 
+CARRIED = ('boxworld_imitation_models',)   # results/checkpoints/<dir>: models one experiment makes and a later one starts from
+                                           # (chapter 11's Experiment 4 fine-tunes Experiment 3's agents), in whatever campaign
+
+def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARCHIVE_LIMIT) -> list[Path]:
+    """The `CARRIED` models written since `started`, in archives of at most `limit` bytes beside `out` (`<name>-carried-<k>.tar.gz`),
+    so that a campaign on a fresh machine starts from them: `relbook merge` restores each like a campaign archive."""
+    out, root = Path(out), results_dir(profile) / 'checkpoints'
+    files = sorted(p for d in CARRIED if (root / d).is_dir() for p in (root / d).glob('*.pt') if p.stat().st_mtime >= started)
+    groups, size = [[]], 0
+    for f in files:
+        n = f.stat().st_size
+        if n > limit - 2 ** 16: warnings.warn(f"{f} is larger than one archive ({limit} bytes): not carried"); continue
+        if groups[-1] and size + n > limit - 2 ** 16: groups.append([]); size = 0   # gzip cannot grow these much; room for the manifest
+        groups[-1].append(f); size += n
+    paths = []
+    for k, group in enumerate(g for g in groups if g):
+        path = out.with_name(out.name.removesuffix('.tar.gz') + f'-carried-{k + 1}.tar.gz')
+        with tarfile.open(path, 'w:gz') as tar:
+            for f in group: tar.add(f, arcname=f'checkpoints/{f.parent.name}/{f.name}')
+            _add_bytes(tar, 'manifest.json', json.dumps(dict(profile=profile, carried=[f'{f.parent.name}/{f.name}' for f in group])).encode())
+        if path.stat().st_size > limit: raise RuntimeError(f"{path} came out over {limit} bytes")
+        paths.append(path)
+    return paths
+
 # %% ../nbs/97_campaign.ipynb #c014
 def _safe_member(name: str) -> bool:
     p = Path(name)
@@ -179,6 +203,7 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
     manifest = dict(profile=profile, order=order, finished=finished, stopped=stopped, workers=workers,
                     budget_s=total, wall_s=round(time.time() - started, 1), failed_workers=failed,
                     commit=git_sha(), **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
+    manifest['carried'] = [p.name for p in pack_carried(out, profile, started)]   # beside the archive: merge each one too
     m = pack(out, profile, since, started, manifest)
     m['wall_s'] = round(time.time() - started, 1)
     if failed: raise RuntimeError(f"campaign workers failed with exit codes {failed}; the archive {out} holds what finished")
@@ -401,6 +426,39 @@ def runbook_frame() -> pd.DataFrame:
         out.append(row)
     return pd.DataFrame(out)
 
+# The `gpu` campaign, one 25-minute H100 run at a time: each chapter's decisive experiments, in the order they run (an
+# experiment that reuses another's models comes after it). Chapter 11 needs two runs: its imitation agents alone fill one,
+# and Experiment 4 starts from them (they travel back as carried archives).
+GPU_RUNS = {'chapter 4': ['set_classification', 'set_modular'],
+            'chapter 5': ['object_sorting', 'sorting_robustness', 'sorting_pretraining'],
+            'chapter 7': ['math_benchmark'],
+            'chapter 11, run 1': ['boxworld_imitation'],
+            'chapter 11, run 2': ['boxworld_rl_bridge', 'boxworld_rl'],
+            'chapter 13': ['relational_games'],
+            'chapter 14': ['dat_vision', 'dat_lm', 'dat_math']}
+RUN_LIMIT_MIN = 25
+
+def _run_lines(gp: dict) -> list[str]:
+    "The runbook's table of GPU runs: expected wall minutes of each (from `results/gpu_plan.json`) and its command."
+    ex, lines = gp['experiments'], ['', f"### The runs ({RUN_LIMIT_MIN} minutes each at most)", '',
+             'Each run is one command on the GPU machine (its experiments estimated together, in this order, by '
+             '`relbook estimate --profile gpu NAMES`):', '',
+             '| run | experiments | expected wall, min | command |', '|---|---|---|---|']
+    total, unpriced = 0.0, []
+    for run, names in GPU_RUNS.items():
+        es = [ex.get(n) for n in names]
+        if any(e is None or 'note' in e for e in es):
+            unpriced.append(run); wall = '– (not estimated)'
+        else:
+            t = sum(e['wall_min'] for e in es); total += t
+            together = all(e.get('after', []) == names[:i] for i, e in enumerate(es))
+            wall = f"{t:.1f}" + ('' if together else ' (estimated separately)') + (f' **over {RUN_LIMIT_MIN}**' if t > RUN_LIMIT_MIN else '')
+        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | "
+                     f"`relbook campaign --profile gpu --budget 24m --workers {gp['workers']} --device cuda {' '.join(names)}` |")
+    lines += ['', f"In all: {total:.0f} minutes of expected wall time over {len(GPU_RUNS) - len(unpriced)} runs"
+                  + (f" (not yet estimated: {', '.join(unpriced)})" if unpriced else '') + '.']
+    return lines
+
 def _plan_lines(gp: dict) -> list[str]:
     "The runbook's section on the estimated cost of a `gpu` campaign, from `results/gpu_plan.json`."
     cal, w = gp['calibration'], gp['workers']
@@ -429,11 +487,9 @@ def _plan_lines(gp: dict) -> list[str]:
     exps, per = load_all_experiments(), {}
     for name, e in gp['experiments'].items():
         if 'note' not in e and name in exps: per.setdefault(exps[name].__module__.replace('relbook.', ''), []).append(e)
-    lines += ['', 'Per chapter (module), expected wall minutes: ' + ', '.join(
-        f"`{m}` {sum(e['wall_min'] for e in es):.1f}" + (' (over one 25-minute run)' if sum(e['wall_min'] for e in es) > 25 else '')
-        for m, es in sorted(per.items())) + '.']
-    lines += ['', f"In all: {sum(e['wall_min'] for e in est):.0f} minutes of wall time expected with {w} workers "
-                  f"({sum(e['bound_min'] for e in est) / w:.0f} if every trial ran its whole budget)."]
+    lines += _run_lines(gp)
+    spare = [n for n in gp['experiments'] if not any(n in names for names in GPU_RUNS.values())]
+    if spare: lines += ['', 'Estimated but in no run (no claim rests on them alone): ' + ', '.join(f'`{n}`' for n in spare) + '.']
     if skipped: lines += ['', 'Not estimated: ' + '; '.join(skipped) + '.']
     missing = [n for n in plan(None, gp['profile']) if n not in gp['experiments']]
     if missing: lines += ['', f"Not yet estimated (a campaign would run them; `relbook estimate NAME` probes them): "
@@ -465,7 +521,7 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              '```', '',
              'Back home, with the archive:', '',
              '```bash',
-             '.venv/bin/relbook merge campaign.tar.gz             # new rows into results/, no duplicates',
+             '.venv/bin/relbook merge campaign*.tar.gz            # new rows into results/, no duplicates; carried models restored',
              'make notebooks PROFILE=gpu                          # re-execute: the chapters load the rows and redraw',
              '.venv/bin/relbook claims                            # re-judge every claim; commit rows, pages and notebooks',
              '```', '',

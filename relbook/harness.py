@@ -593,9 +593,11 @@ def _campaign_cli(a) -> int:
     if a.cmd == 'prepare':
         print('prepared:', ', '.join(cp.prepare(a.names, a.profile, a.workers)) or 'nothing to prepare'); return 0
     if a.cmd == 'merge':
-        r = cp.merge(a.archive)
-        print(f"merged {a.archive}: {sum(r['added'].values())} new rows {r['added']}, {r['duplicates']} duplicates skipped, "
-              f"{r['checkpoints']} checkpoints restored"); return 0
+        for arc in a.archives:         # a campaign archive and the archives of carried models beside it
+            r = cp.merge(arc)
+            print(f"merged {arc}: {sum(r['added'].values())} new rows {r['added']}, {r['duplicates']} duplicates skipped, "
+                  f"{r['checkpoints']} checkpoints restored")
+        return 0
     m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device)
     print(f"campaign [{a.profile}] {m['wall_s']}s of {m['budget_s']:.0f}s: finished {m['finished']}, stopped: {m['stopped']}; "
           f"rows {m['rows']}, {len(m['checkpoints'])} checkpoints -> {a.out}")
@@ -617,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument('--profile', default='gpu', choices=PROFILES); g.add_argument('--budget', default='24m', help="e.g. 24m, 90s, 1.5h")
     g.add_argument('--out', default='campaign.tar.gz'); g.add_argument('--workers', type=int, default=1)
     g.add_argument('--device', help='torch device, e.g. cuda or cpu')
-    m = sub.add_parser('merge', help="fold a campaign archive into results/ (no duplicates)"); m.add_argument('archive')
+    m = sub.add_parser('merge', help="fold campaign archives into results/ (no duplicates)"); m.add_argument('archives', nargs='+')
     p = sub.add_parser('prepare', help='build the cached inputs (e.g. mathematics problems) with every CPU core')
     p.add_argument('names', nargs='*'); p.add_argument('--profile', default='gpu', choices=PROFILES)
     p.add_argument('--workers', type=int, default=None)

@@ -482,8 +482,8 @@ def imitation_profile() -> dict:
         full=dict(agents=list(ENCODERS), seeds=[0, 1, 2, 3, 4], per_type=60,
                   dagger=DaggerConfig(rounds=8, demos_per_round=15000, steps_per_round=3000, batch_size=256, n_val=4000,
                                       rollout_envs=256)),
-        gpu=dict(agents=list(ENCODERS), seeds=[0, 1, 2, 3, 4], per_type=60,
-                 dagger=DaggerConfig(rounds=8, demos_per_round=15000, steps_per_round=3000, batch_size=256, n_val=4000,
+        gpu=dict(agents=list(ENCODERS), seeds=[0, 1, 2, 3], per_type=60,      # sized to one 25-minute H100 run (runbook)
+                 dagger=DaggerConfig(rounds=6, demos_per_round=15000, steps_per_round=2000, batch_size=256, n_val=4000,
                                      rollout_envs=256)))
 
 def imitation_model_path(agent: str, seed: int) -> Path:

@@ -207,3 +207,23 @@ def test_merge_restores_checkpoints_of_unfinished_trials(tmp_path):
     r = merge(arc, tmp_path / 'home')
     assert r['added'] == {'x-quick.jsonl': 1} and r['checkpoints'] == 1
     assert (tmp_path / 'home' / 'checkpoints' / 'x-quick' / '0123456789abcdef.pt').read_bytes() == b'ckpt'
+
+
+def test_carried_models_travel_in_archives_of_bounded_size(tmp_path, monkeypatch):
+    "Models a later experiment starts from (chapter 11's imitation agents) leave in archives under the limit and merge back byte for byte; older ones stay."
+    import os
+    from relbook.campaign import pack_carried, merge, CARRIED
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu_machine'))
+    d = tmp_path / 'gpu_machine' / 'checkpoints' / CARRIED[0]
+    d.mkdir(parents=True)
+    old = d / 'gpu-relational-s9.pt'; old.write_bytes(b'old')
+    os.utime(old, (1000, 1000))                                        # written before the campaign started
+    blobs = {f'gpu-simplicial-s{i}.pt': os.urandom(600_000) for i in range(5)}   # incompressible, like weights
+    for name, b in blobs.items(): (d / name).write_bytes(b)
+    paths = pack_carried(tmp_path / 'campaign.tar.gz', 'gpu', started=2000, limit=2 ** 21)   # 2 MiB: three files an archive
+    assert [p.name for p in paths] == ['campaign-carried-1.tar.gz', 'campaign-carried-2.tar.gz'], paths
+    assert all(p.stat().st_size <= 2 ** 21 for p in paths)
+    home = tmp_path / 'home'
+    assert sum(merge(p, home)['checkpoints'] for p in paths) == 5
+    for name, b in blobs.items(): assert (home / 'checkpoints' / CARRIED[0] / name).read_bytes() == b
+    assert not (home / 'checkpoints' / CARRIED[0] / old.name).exists()
