@@ -247,7 +247,7 @@ class LMProtocol:
 def lm_protocol(profile: str | None = None) -> LMProtocol:
     return by_profile(smoke=LMProtocol('pydoc-topics', 512, 32, 32, 1, 4, 2, 1, 8, 2, 4, 8, 2, 1, 16),
                       quick=LMProtocol('debian-docs', 4096, 64, 128, 3, 8, 8, 1, 32, 4, 1000, 16, 100, 3, 256),
-                      gpu=LMProtocol('debian-docs', 8192, 256, 512, 4, 8, 32, 1, 256, 8, 2000, 64, 250, 3, 1024),
+                      gpu=LMProtocol('debian-docs', 8192, 256, 512, 4, 8, 32, 1, 256, 8, 1000, 128, 125, 3, 1024),
                       full=LMProtocol('debian-docs', 50304, 1024, 1024, 24, 16, 64, 4, 1024, 8, 19_073, 512, 500, 3, 4096,
                                       models=('Transformer', 'DAT')),   # Table 5's 350 M scale: needs a 10 B-token $RELBOOK_CORPUS
                       profile=profile)
