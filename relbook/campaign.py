@@ -374,7 +374,7 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
     an earlier one caches (and a later one reuses) is counted once, in the earlier one; `after` records what came before."""
     check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
     names = list(names) if names else plan(None, profile)
-    cal = cal or calibrate()
+    cal, commit = cal or calibrate(), git_sha()         # the code the probes run (a commit made meanwhile does not count)
     exps = {}
     with tempfile.TemporaryDirectory() as workdir:
         for i, n in enumerate(names):
@@ -394,7 +394,7 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
                            rest_s=round(sum(r['rest_s'] * r['trials'] for r in recs), 1),
                            bound_min=round(bound, 1), expected_min=round(expected, 1), wall_min=round(expected / workers, 1),
                            after=names[:i])
-    plan_ = dict(profile=profile, workers=workers, commit=git_sha(), probed_on=provenance().get('device_name'),
+    plan_ = dict(profile=profile, workers=workers, commit=commit, probed_on=provenance().get('device_name'),
                  calibration={k: (round(v, 9) if isinstance(v, float) else v) for k, v in cal.items()},
                  flops_per_s=F_EFF, opt_ops=OPT_OPS, clip_ops=CLIP_OPS, experiments=exps)
     if out:
@@ -462,8 +462,10 @@ def _run_lines(gp: dict) -> list[str]:
 def _plan_lines(gp: dict) -> list[str]:
     "The runbook's section on the estimated cost of a `gpu` campaign, from `results/gpu_plan.json`."
     cal, w = gp['calibration'], gp['workers']
+    commits = sorted({e.get('commit', gp['commit']) for e in gp['experiments'].values()})   # an entry keeps the commit it was probed at
     lines = ['', f"## Planned cost of a `{gp['profile']}` campaign (estimated, not measured)", '',
-             f"Estimated on the CPU by `relbook estimate` at commit `{gp['commit']}` ([](97_campaign.ipynb)): every "
+             f"Estimated on the CPU by `relbook estimate` at commit{'s' * (len(commits) > 1)} "
+             f"{', '.join(f'`{x}`' for x in commits)} ([](97_campaign.ipynb)): every "
              f"configuration probed once, c = {cal['c'] * 1e6:.1f} µs per dispatched operator (from {cal['rows']} `kernel_fit` "
              f"trials on {cal['device']}, {cal['seconds_per_step'] * 1e3:.2f} ms per update of {cal['ops_step']} operators), "
              f"{gp['flops_per_s'] / 1e12:.0f} TFLOP/s. *Budget* assumes every trial runs its whole step budget; *expected* "
