@@ -47,8 +47,8 @@ def math_protocol(profile: str | None = None) -> MathProtocol:
     return by_profile(
         smoke=MathProtocol(['arithmetic__mixed'], 256, 64, 64, 6, 32, 3, 1),
         quick=MathProtocol(['arithmetic__mixed', 'algebra__linear_1d', 'algebra__sequence_next_term'], 20_000, 500, 1000, 1000, 64, 100, 3),
-        gpu=MathProtocol(['algebra__linear_1d', 'algebra__sequence_next_term', 'arithmetic__mixed', 'calculus__differentiate',
-                          'polynomials__add', 'polynomials__expand'], 100_000, 2000, 5000, 6000, 128, 500, 5),
+        gpu=MathProtocol(['algebra__linear_1d', 'algebra__sequence_next_term', 'calculus__differentiate', 'polynomials__add',
+                          'polynomials__expand'], 100_000, 2000, 5000, 4000, 128, 500, 3),   # §4.3's five; one 25-minute run
         full=MathProtocol(['algebra__linear_1d', 'algebra__sequence_next_term', 'arithmetic__mixed', 'calculus__differentiate',
                            'polynomials__add', 'polynomials__expand'], 500_000, 2000, 5000, 100_000, 128, 2000, 3), profile=profile)
 
