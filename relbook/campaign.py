@@ -4,12 +4,12 @@
 
 # %% ../nbs/97_campaign.ipynb #c002
 from __future__ import annotations
-import importlib.util, io, json, math, os, re, subprocess, sys, tarfile, time, warnings
+import hashlib, importlib.util, io, json, math, os, re, subprocess, sys, tarfile, time, warnings
 import pandas as pd
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
-from .core import PROFILES, check_choice, check_positive, results_dir, provenance, git_sha, get_device
+from .core import PROFILES, check_choice, check_positive, results_dir, provenance, git_sha, get_device, atomic_write
 from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_experiments, run_experiment,
                              store_for, time_budget, trial_key)
 
@@ -111,26 +111,42 @@ def pack(out: str | Path, profile: str, since: dict[str, int], started: float, m
     if out.stat().st_size > limit: raise RuntimeError(f"the new result rows alone exceed {limit} bytes: {out}")
     return m
 
-CARRIED = ('boxworld_imitation_models',)   # results/checkpoints/<dir>: models one experiment makes and a later one starts from
-                                           # (chapter 11's Experiment 4 fine-tunes Experiment 3's agents), in whatever campaign
+# results/checkpoints/<dir>: glob of the models a later experiment or a chapter's figures read, which a campaign carries home
+CARRIED = {'boxworld_imitation_models': '*.pt',   # chapter 11: Experiment 4 fine-tunes Experiment 3's agents; Figure 8
+           'tp_roles_models': '*.pt',             # chapter 7: the role analysis reads both trained models
+           'dat_lm_models': '*-DAT-s0.pt'}        # chapter 14: Figure 5's relations (the only language model a figure reads)
+
+def _carried_files(profile: str, started: float) -> list[Path]:
+    root = results_dir(profile) / 'checkpoints'
+    return sorted(p for d, pat in CARRIED.items() if (root / d).is_dir() for p in (root / d).glob(pat) if p.stat().st_mtime >= started)
 
 def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARCHIVE_LIMIT) -> list[Path]:
     """The `CARRIED` models written since `started`, in archives of at most `limit` bytes beside `out` (`<name>-carried-<k>.tar.gz`),
-    so that a campaign on a fresh machine starts from them: `relbook merge` restores each like a campaign archive."""
-    out, root = Path(out), results_dir(profile) / 'checkpoints'
-    files = sorted(p for d in CARRIED if (root / d).is_dir() for p in (root / d).glob('*.pt') if p.stat().st_mtime >= started)
+    so that a campaign on a fresh machine, or a chapter at home, starts from them: `relbook merge` restores each like a campaign
+    archive. A model larger than one archive travels in parts (`<file>.part-<i>-of-<n>`), joined and checked (sha256) once
+    every part has been merged, in any order."""
+    out, room = Path(out), limit - 2 ** 16              # gzip cannot grow weights much; room for the headers and manifest
+    pieces = []                                         # (file, offset, length, part name)
+    for f in _carried_files(profile, started):
+        n, size = max(1, -(-f.stat().st_size // room)), f.stat().st_size
+        for i in range(n):
+            name = f.name if n == 1 else f'{f.name}.part-{i + 1}-of-{n}'
+            pieces.append((f, i * room, min(room, size - i * room), name))
     groups, size = [[]], 0
-    for f in files:
-        n = f.stat().st_size
-        if n > limit - 2 ** 16: warnings.warn(f"{f} is larger than one archive ({limit} bytes): not carried"); continue
-        if groups[-1] and size + n > limit - 2 ** 16: groups.append([]); size = 0   # gzip cannot grow these much; room for the manifest
-        groups[-1].append(f); size += n
-    paths = []
+    for piece in pieces:
+        if groups[-1] and size + piece[2] > room: groups.append([]); size = 0
+        groups[-1].append(piece); size += piece[2]
+    digests, paths = {}, []
     for k, group in enumerate(g for g in groups if g):
         path = out.with_name(out.name.removesuffix('.tar.gz') + f'-carried-{k + 1}.tar.gz')
         with tarfile.open(path, 'w:gz') as tar:
-            for f in group: tar.add(f, arcname=f'checkpoints/{f.parent.name}/{f.name}')
-            _add_bytes(tar, 'manifest.json', json.dumps(dict(profile=profile, carried=[f'{f.parent.name}/{f.name}' for f in group])).encode())
+            for f, off, n, name in group:
+                with open(f, 'rb') as fh: fh.seek(off); _add_bytes(tar, f'checkpoints/{f.parent.name}/{name}', fh.read(n))
+            whole = {f'{f.parent.name}/{f.name}' for f, *_ in group}
+            for w in whole:
+                if w not in digests: digests[w] = hashlib.sha256((results_dir(profile) / 'checkpoints' / w).read_bytes()).hexdigest()
+            _add_bytes(tar, 'manifest.json', json.dumps(dict(profile=profile, carried=[f'{f.parent.name}/{name}' for f, _, _, name in group],
+                                                             sha256={w: digests[w] for w in sorted(whole)})).encode())
         if path.stat().st_size > limit: raise RuntimeError(f"{path} came out over {limit} bytes")
         paths.append(path)
     return paths
@@ -143,7 +159,7 @@ def _safe_member(name: str) -> bool:
     return (p.parts[0] == 'rows' and len(p.parts) == 2) or (p.parts[0] == 'checkpoints' and len(p.parts) == 3)
 
 def merge(archive: str | Path, results: str | Path | None = None) -> dict:
-    "Fold a campaign archive into the results folder: new rows appended without duplicates, checkpoints of unfinished trials restored."
+    "Fold a campaign (or carried) archive into the results folder: new rows appended without duplicates, checkpoints restored."
     archive = Path(archive)
     if not archive.is_file(): raise ValueError(f"archive must be an existing campaign .tar.gz, got {str(archive)!r}")
     out = {'added': {}, 'duplicates': 0, 'checkpoints': 0}
@@ -170,7 +186,22 @@ def merge(archive: str | Path, results: str | Path | None = None) -> dict:
                 store.sync_csv(); out['added'][store.path.name] = added
             else:
                 dest = root / 'checkpoints' / m.name.split('/', 1)[1]
-                dest.parent.mkdir(parents=True, exist_ok=True); dest.write_bytes(data); out['checkpoints'] += 1
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                part = re.fullmatch(r'(.+)\.part-(\d+)-of-(\d+)', dest.name)
+                if part and not 1 <= int(part[2]) <= int(part[3]): raise ValueError(f"bad part number in {m.name!r}")
+                if part:                                  # a carried model in parts: join them once all have arrived
+                    dest.write_bytes(data)
+                    whole, n = dest.with_name(part[1]), int(part[3])
+                    parts = [whole.with_name(f'{whole.name}.part-{i}-of-{n}') for i in range(1, n + 1)]
+                    if not all(q.exists() for q in parts): continue
+                    data = b''.join(q.read_bytes() for q in parts); dest = whole
+                want = manifest.get('sha256', {}).get(f'{dest.parent.name}/{dest.name}')
+                if want and hashlib.sha256(data).hexdigest() != want:
+                    raise ValueError(f"{dest.name} from {archive} does not match the sha256 it was packed with: not restored")
+                atomic_write(dest, lambda tmp: Path(tmp).write_bytes(data))
+                if part:
+                    for q in parts: q.unlink()
+                out['checkpoints'] += 1
     out['manifest'] = manifest
     return out
 
@@ -428,10 +459,12 @@ def runbook_frame() -> pd.DataFrame:
 
 # The `gpu` campaign, one 25-minute H100 run at a time: each chapter's decisive experiments, in the order they run (an
 # experiment that reuses another's models comes after it). Chapter 11 needs two runs: its imitation agents alone fill one,
-# and Experiment 4 starts from them (they travel back as carried archives).
-GPU_RUNS = {'chapter 4': ['set_classification', 'set_modular'],
+# and Experiment 4 starts from them (they travel back as carried archives). Chapter 7's role analysis (a 6-layer
+# TP-Transformer and its no-roles twin, 20,000 steps each) does not fit beside the benchmark and has a run of its own.
+GPU_RUNS = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control'],
             'chapter 5': ['object_sorting', 'sorting_robustness', 'sorting_pretraining'],
             'chapter 7': ['math_benchmark'],
+            'chapter 7, roles': ['tp_roles'],
             'chapter 11, run 1': ['boxworld_imitation'],
             'chapter 11, run 2': ['boxworld_rl_bridge', 'boxworld_rl'],
             'chapter 13': ['relational_games'],

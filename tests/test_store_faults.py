@@ -212,9 +212,9 @@ def test_merge_restores_checkpoints_of_unfinished_trials(tmp_path):
 def test_carried_models_travel_in_archives_of_bounded_size(tmp_path, monkeypatch):
     "Models a later experiment starts from (chapter 11's imitation agents) leave in archives under the limit and merge back byte for byte; older ones stay."
     import os
-    from relbook.campaign import pack_carried, merge, CARRIED
+    from relbook.campaign import pack_carried, merge
     monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu_machine'))
-    d = tmp_path / 'gpu_machine' / 'checkpoints' / CARRIED[0]
+    d = tmp_path / 'gpu_machine' / 'checkpoints' / 'boxworld_imitation_models'
     d.mkdir(parents=True)
     old = d / 'gpu-relational-s9.pt'; old.write_bytes(b'old')
     os.utime(old, (1000, 1000))                                        # written before the campaign started
@@ -225,5 +225,42 @@ def test_carried_models_travel_in_archives_of_bounded_size(tmp_path, monkeypatch
     assert all(p.stat().st_size <= 2 ** 21 for p in paths)
     home = tmp_path / 'home'
     assert sum(merge(p, home)['checkpoints'] for p in paths) == 5
-    for name, b in blobs.items(): assert (home / 'checkpoints' / CARRIED[0] / name).read_bytes() == b
-    assert not (home / 'checkpoints' / CARRIED[0] / old.name).exists()
+    for name, b in blobs.items(): assert (home / 'checkpoints' / 'boxworld_imitation_models' / name).read_bytes() == b
+    assert not (home / 'checkpoints' / 'boxworld_imitation_models' / old.name).exists()
+
+
+def test_a_carried_model_larger_than_an_archive_travels_in_parts(tmp_path, monkeypatch):
+    "A model over the archive limit (chapter 14's 67 MB language model at gpu) is split, joined in any merge order, checked by sha256; only the globbed models go."
+    import os, tarfile, io, json
+    from relbook.campaign import pack_carried, merge
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu_machine'))
+    d = tmp_path / 'gpu_machine' / 'checkpoints' / 'dat_lm_models'
+    d.mkdir(parents=True)
+    big = os.urandom(5 * 2 ** 20)                                      # 5 MiB against a 2 MiB limit: three parts
+    (d / 'gpu-DAT-s0.pt').write_bytes(big)
+    (d / 'gpu-Transformer-s0.pt').write_bytes(os.urandom(1000))       # no figure reads it: not carried
+    paths = pack_carried(tmp_path / 'campaign.tar.gz', 'gpu', started=0, limit=2 ** 21)
+    assert len(paths) == 3 and all(p.stat().st_size <= 2 ** 21 for p in paths), paths
+    members = [n for p in paths for n in tarfile.open(p).getnames() if n != 'manifest.json']
+    assert members == [f'checkpoints/dat_lm_models/gpu-DAT-s0.pt.part-{i}-of-3' for i in (1, 2, 3)], members
+    home = tmp_path / 'home'; dest = home / 'checkpoints' / 'dat_lm_models'
+    counts = [merge(p, home)['checkpoints'] for p in reversed(paths)]  # any order: joined when the last part arrives
+    assert counts == [0, 0, 1], counts
+    assert (dest / 'gpu-DAT-s0.pt').read_bytes() == big and sorted(x.name for x in dest.iterdir()) == ['gpu-DAT-s0.pt']
+    # a part that does not belong to the model (another campaign's, or damaged) is refused, not joined into a wrong model
+    (dest / 'gpu-DAT-s0.pt').unlink()
+    bad = tmp_path / 'bad.tar.gz'
+    with tarfile.open(paths[2]) as src, tarfile.open(bad, 'w:gz') as out:
+        for m in src.getmembers():
+            data = src.extractfile(m).read()
+            if m.name != 'manifest.json': data = bytes([data[0] ^ 1]) + data[1:]
+            info = tarfile.TarInfo(m.name); info.size = len(data); out.addfile(info, io.BytesIO(data))
+    merge(paths[0], home); merge(paths[1], home)
+    with pytest.raises(ValueError, match='sha256'): merge(bad, home)
+    assert not (dest / 'gpu-DAT-s0.pt').exists()
+    with pytest.raises(ValueError, match='part number'):
+        arc = tmp_path / 'part0.tar.gz'
+        with tarfile.open(arc, 'w:gz') as out:
+            for name, data in [('checkpoints/dat_lm_models/x.pt.part-0-of-2', b'x'), ('manifest.json', json.dumps({'profile': 'gpu'}).encode())]:
+                info = tarfile.TarInfo(name); info.size = len(data); out.addfile(info, io.BytesIO(data))
+        merge(arc, home)
