@@ -4,7 +4,7 @@
 
 # %% ../nbs/97_campaign.ipynb #c002
 from __future__ import annotations
-import hashlib, importlib.util, io, json, math, os, re, subprocess, sys, tarfile, time, warnings
+import hashlib, heapq, importlib.util, io, json, math, os, re, subprocess, sys, tarfile, time, warnings
 import pandas as pd
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +17,7 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
 __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'CARRIED', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
            'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'RUN_LIMIT_MIN', 'parse_budget',
            'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'intercept', 'probe_trials',
-           'trial_seconds', 'calibrate', 'estimate', 'runbook_frame', 'load_gpu_plan', 'render_runbook']
+           'trial_seconds', 'calibrate', 'makespan', 'estimate', 'runbook_frame', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -398,6 +398,13 @@ def _step_share(name: str) -> float:
     shares = [s for s in shares if s is not None]
     return float(np.median(shares)) if shares else 1.0
 
+def makespan(minutes: Sequence[float], workers: int) -> float:
+    "Wall minutes for `workers` processes that each take the next trial in order (as a campaign's workers claim them)."
+    check_positive(workers, 'workers')
+    free = [0.0] * workers
+    for m in minutes: heapq.heapreplace(free, free[0] + m)
+    return max(free)
+
 def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: int = 4,
              out: str | Path | None = GPU_PLAN, cal: dict | None = None) -> dict:
     """Estimated H100 minutes of each experiment at `profile` (default: every one a campaign would run), written to (merged into) `out`.
@@ -417,14 +424,17 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
             sized0 = core.GPU_SIZED[0]; gpu_trials = intercept(n, profile)[0]; sized = core.GPU_SIZED[0] > sized0   # a gpu value of its own
             own = profile == 'quick' or sized or [trial_key(t) for t in gpu_trials] != [trial_key(t) for t in intercept(n, 'quick')[0]]
             bound = sum(trial_seconds(r, cal['c']) * r['trials'] for r in recs) / 60
-            expected = sum(trial_seconds(r, cal['c'], step_share=share) * r['trials'] for r in recs) / 60
+            per = [trial_seconds(r, cal['c'], step_share=share) / 60 for r in recs]   # one trial of each configuration
+            expected = sum(m * r['trials'] for m, r in zip(per, recs))
             steps = [f['max_steps'] for r in recs for f in r['fits']]
             exps[n] = dict(trials=sum(r['trials'] for r in recs), configs=len(recs), own_sizes=bool(own), step_share=round(share, 3),
                            max_steps=[int(min(steps)), int(max(steps))] if steps else None,
                            ops_step=int(np.median([f['ops_step'] for r in recs for f in r['fits']])) if steps else None,
                            rest_s=round(sum(r['rest_s'] * r['trials'] for r in recs), 1),
-                           bound_min=round(bound, 1), expected_min=round(expected, 1), wall_min=round(expected / workers, 1),
-                           after=names[:i])
+                           bound_min=round(bound, 1), expected_min=round(expected, 1),
+                           trial_min=[[round(m, 3), r['trials']] for m, r in zip(per, recs)],
+                           wall_min=round(makespan([m for m, r in zip(per, recs) for _ in range(r['trials'])], workers), 1),
+                           after=names[:i])     # wall: no shorter than its longest trial (tp_roles: 2 trials, 4 workers)
     plan_ = dict(profile=profile, workers=workers, commit=commit, probed_on=provenance().get('device_name'),
                  calibration={k: (round(v, 9) if isinstance(v, float) else v) for k, v in cal.items()},
                  flops_per_s=F_EFF, opt_ops=OPT_OPS, clip_ops=CLIP_OPS, experiments=exps)
@@ -460,7 +470,7 @@ def runbook_frame() -> pd.DataFrame:
 # The `gpu` campaign, one 25-minute H100 run at a time: each chapter's decisive experiments, in the order they run (an
 # experiment that reuses another's models comes after it). Chapter 11 needs two runs: its imitation agents alone fill one,
 # and Experiment 4 starts from them (they travel back as carried archives). Chapter 7's role analysis (a 6-layer
-# TP-Transformer and its no-roles twin, 20,000 steps each) does not fit beside the benchmark and has a run of its own.
+# TP-Transformer and its no-roles twin, 12,000 steps of 256 each) does not fit beside the benchmark and has a run of its own.
 GPU_RUNS = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control'],
             'chapter 5': ['object_sorting', 'sorting_robustness', 'sorting_pretraining'],
             'chapter 7': ['math_benchmark'],
@@ -503,7 +513,8 @@ def _plan_lines(gp: dict) -> list[str]:
              f"trials on {cal['device']}, {cal['seconds_per_step'] * 1e3:.2f} ms per update of {cal['ops_step']} operators), "
              f"{gp['flops_per_s'] / 1e12:.0f} TFLOP/s. *Budget* assumes every trial runs its whole step budget; *expected* "
              f"scales the budget by the share the `quick` trials used before patience stopped them; *wall* is expected over "
-             f"{w} worker processes sharing the GPU (launch-bound work overlaps; not yet measured).", '',
+             f"{w} worker processes sharing the GPU, each taking the next trial in order, so never shorter than the longest "
+             f"trial (launch-bound work overlaps; not yet measured).", '',
              f"*Sized* says whether the experiment sets its own `{gp['profile']}` settings; where it does not, a campaign runs its "
              f"`quick` settings. Experiments estimated together were probed in one results folder, in the order of the "
              f"command, as a campaign in that order runs them: a model that an earlier one caches and a later one reuses "
