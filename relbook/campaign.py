@@ -571,6 +571,12 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              'make notebooks PROFILE=gpu                          # re-execute: the chapters load the rows and redraw',
              '.venv/bin/relbook claims                            # re-judge every claim; commit rows, pages and notebooks',
              '```', '',
+             'Where the GPU comes in commands of at most 10 minutes (this project\'s device tool: 10 minutes a command, 30 '
+             'minutes of device time a session), each run of the last section\'s table is three commands of `--budget 9m` on the same warm '
+             'machine. Merge each command\'s archives at home before the next call, so that the finished rows travel with the '
+             'working tree and no trial runs twice; a trial that a command interrupted resumes from its checkpoint, which stays '
+             'on the warm machine (`results/checkpoints/` is not tracked). A run that starts from carried models (chapter 11\'s '
+             'second) names their folder, `results/checkpoints/boxworld_imitation_models`, in the call\'s `carry`.', '',
              'A campaign stops by itself before its budget, checkpoints the trial it is in, and the next campaign resumes it '
              '([](97_campaign.ipynb)). The table gives each experiment\'s **measured** cost at each profile: the number of stored '
              'trials and the sum of their wall times (trial-minutes: trials that ran side by side overlap), on the device named. '
