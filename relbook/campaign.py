@@ -14,10 +14,11 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'CARRIED', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
-           'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'RUN_LIMIT_MIN', 'parse_budget',
-           'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'intercept', 'probe_trials',
-           'trial_seconds', 'calibrate', 'makespan', 'estimate', 'runbook_frame', 'load_gpu_plan', 'render_runbook']
+__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'CARRIED', 'RETURN_LIMIT', 'PENDING', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS',
+           'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'RUN_LIMIT_MIN',
+           'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'intercept',
+           'probe_trials', 'trial_seconds', 'calibrate', 'makespan', 'estimate', 'runbook_frame', 'load_gpu_plan',
+           'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -116,19 +117,30 @@ CARRIED = {'boxworld_imitation_models': '*.pt',   # chapter 11: Experiment 4 fin
            'tp_roles_models': '*.pt',             # chapter 7: the role analysis reads both trained models
            'dat_lm_models': '*-DAT-s0.pt'}        # chapter 14: Figure 5's relations (the only language model a figure reads)
 
-def _carried_files(profile: str, started: float) -> list[Path]:
-    root = results_dir(profile) / 'checkpoints'
-    return sorted(p for d, pat in CARRIED.items() if (root / d).is_dir() for p in (root / d).glob(pat) if p.stat().st_mtime >= started)
+RETURN_LIMIT = 64 * 2 ** 20       # the most one command on the GPU machine sends back in all (the device tool's limit)
+PENDING = 'carried-pending.json'  # results/checkpoints/<this>: carried models a command could not send back; the next campaign does
 
-def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARCHIVE_LIMIT) -> list[Path]:
+def _carried_files(profile: str, started: float) -> list[Path]:
+    "The CARRIED models written since `started`, and those an earlier campaign left pending."
+    root = results_dir(profile) / 'checkpoints'
+    pending = set(json.loads((root / PENDING).read_text())) if (root / PENDING).exists() else set()
+    return sorted(p for d, pat in CARRIED.items() if (root / d).is_dir() for p in (root / d).glob(pat)
+                  if p.stat().st_mtime >= started or f'{d}/{p.name}' in pending)
+
+def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARCHIVE_LIMIT,
+                 total: int = RETURN_LIMIT - ARCHIVE_LIMIT) -> list[Path]:
     """The `CARRIED` models written since `started`, in archives of at most `limit` bytes beside `out` (`<name>-carried-<k>.tar.gz`),
     so that a campaign on a fresh machine, or a chapter at home, starts from them: `relbook merge` restores each like a campaign
     archive. A model larger than one archive travels in parts (`<file>.part-<i>-of-<n>`), joined and checked (sha256) once
-    every part has been merged, in any order."""
+    every part has been merged, in any order. Whole models only, up to `total` bytes in all (what one command can send back,
+    less the campaign's own archive); the rest are left in `PENDING` for the next campaign command, which carries them."""
     out, room = Path(out), limit - 2 ** 16              # gzip cannot grow weights much; room for the headers and manifest
-    pieces = []                                         # (file, offset, length, part name)
+    root = results_dir(profile) / 'checkpoints'
+    pieces, used, left = [], 0, []                      # (file, offset, length, part name); bytes taken; models left for later
     for f in _carried_files(profile, started):
         n, size = max(1, -(-f.stat().st_size // room)), f.stat().st_size
+        if used + size + n * 2 ** 12 > total: left.append(f); continue   # whole models only, within what one command returns
+        used += size + n * 2 ** 12                      # (a part's tar header and its share of a manifest: well under 4 KiB)
         for i in range(n):
             name = f.name if n == 1 else f'{f.name}.part-{i + 1}-of-{n}'
             pieces.append((f, i * room, min(room, size - i * room), name))
@@ -149,6 +161,12 @@ def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARC
                                                              sha256={w: digests[w] for w in sorted(whole)})).encode())
         if path.stat().st_size > limit: raise RuntimeError(f"{path} came out over {limit} bytes")
         paths.append(path)
+    names = [f'{f.parent.name}/{f.name}' for f in left]
+    if names:
+        atomic_write(root / PENDING, lambda tmp: Path(tmp).write_text(json.dumps(names)))
+        warnings.warn(f"carried models over the {total} bytes one command can send back, left for the next campaign command "
+                      f"(one with nothing left to run only packs): {names}")
+    elif (root / PENDING).exists(): (root / PENDING).unlink()
     return paths
 
 # %% ../nbs/97_campaign.ipynb #c014
@@ -234,8 +252,11 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
     manifest = dict(profile=profile, order=order, finished=finished, stopped=stopped, workers=workers,
                     budget_s=total, wall_s=round(time.time() - started, 1), failed_workers=failed,
                     commit=git_sha(), **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
-    manifest['carried'] = [p.name for p in pack_carried(out, profile, started)]   # beside the archive: merge each one too
-    m = pack(out, profile, since, started, manifest)
+    manifest['carried'] = []
+    m = pack(out, profile, since, started, manifest)      # first: what it weighs, the carried models may not
+    carried = pack_carried(out, profile, started, total=RETURN_LIMIT - Path(out).stat().st_size - 2 ** 12)
+    if carried:                                           # beside the archive: merge each one too
+        manifest['carried'] = [p.name for p in carried]; m = pack(out, profile, since, started, manifest)
     m['wall_s'] = round(time.time() - started, 1)
     if failed: raise RuntimeError(f"campaign workers failed with exit codes {failed}; the archive {out} holds what finished")
     return m

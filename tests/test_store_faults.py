@@ -264,3 +264,28 @@ def test_a_carried_model_larger_than_an_archive_travels_in_parts(tmp_path, monke
             for name, data in [('checkpoints/dat_lm_models/x.pt.part-0-of-2', b'x'), ('manifest.json', json.dumps({'profile': 'gpu'}).encode())]:
                 info = tarfile.TarInfo(name); info.size = len(data); out.addfile(info, io.BytesIO(data))
         merge(arc, home)
+
+
+def test_carried_models_over_what_one_command_returns_wait_for_the_next(tmp_path, monkeypatch):
+    "The device sends back 64 MiB a command: whole models up to `total` go now, the rest are left pending and the next campaign command carries them."
+    import os, tarfile
+    from relbook.campaign import pack_carried, merge, PENDING
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu_machine'))
+    root = tmp_path / 'gpu_machine' / 'checkpoints'
+    d = root / 'tp_roles_models'; d.mkdir(parents=True)
+    blobs = {f'gpu-TP-s{i}.pt': os.urandom(3 * 2 ** 20) for i in range(2)}
+    for name, b in blobs.items(): (d / name).write_bytes(b)
+    for sub in 'abc': (tmp_path / sub).mkdir()
+    with pytest.warns(UserWarning, match='left for the next campaign'):
+        first = pack_carried(tmp_path / 'a' / 'campaign.tar.gz', 'gpu', started=0, limit=2 ** 21, total=4 * 2 ** 20)
+    sent = {n.split('/')[-1].split('.part')[0] for p in first for n in tarfile.open(p).getnames() if n != 'manifest.json'}
+    assert sent == {'gpu-TP-s0.pt'} and sum(p.stat().st_size for p in first) <= 4 * 2 ** 20, (sent, first)
+    assert (root / PENDING).exists()
+    # the next command: nothing new was written since it started, but the pending model goes now, and the ledger is cleared
+    second = pack_carried(tmp_path / 'b' / 'campaign.tar.gz', 'gpu', started=time.time() + 3600, limit=2 ** 21, total=4 * 2 ** 20)
+    assert second and not (root / PENDING).exists()
+    home = tmp_path / 'home'
+    for p in first + second: merge(p, home)
+    for name, b in blobs.items(): assert (home / 'checkpoints' / 'tp_roles_models' / name).read_bytes() == b
+    # and with nothing new and nothing pending, nothing is carried
+    assert pack_carried(tmp_path / 'c' / 'campaign.tar.gz', 'gpu', started=time.time() + 3600, limit=2 ** 21) == []
