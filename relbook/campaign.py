@@ -593,8 +593,8 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              '.venv/bin/relbook claims                            # re-judge every claim; commit rows, pages and notebooks',
              '```', '',
              'Where the GPU comes in commands of at most 10 minutes (this project\'s device tool: 10 minutes a command, 30 '
-             'minutes of device time a session), each run of the last section\'s table is three commands of `--budget 9m` on the same warm '
-             'machine. Merge each command\'s archives at home before the next call, so that the finished rows travel with the '
+             'minutes of device time a session), each run of the last section\'s table is three commands of `--budget 9m --out $OUT/campaign.tar.gz` '
+             '(what the tool sends back is what lies under `$OUT`: at most 8 files, 64 MiB in all) on the same warm machine. Merge each command\'s archives at home before the next call, so that the finished rows travel with the '
              'working tree and no trial runs twice; a trial that a command interrupted resumes from its checkpoint, which stays '
              'on the warm machine (`results/checkpoints/` is not tracked). A run that starts from carried models (chapter 11\'s '
              'second) names their folder, `results/checkpoints/boxworld_imitation_models`, in the call\'s `carry`.', '',
