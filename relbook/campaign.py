@@ -156,7 +156,7 @@ def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARC
                 with open(f, 'rb') as fh: fh.seek(off); _add_bytes(tar, f'checkpoints/{f.parent.name}/{name}', fh.read(n))
             whole = {f'{f.parent.name}/{f.name}' for f, *_ in group}
             for w in whole:
-                if w not in digests: digests[w] = hashlib.sha256((results_dir(profile) / 'checkpoints' / w).read_bytes()).hexdigest()
+                if w not in digests: digests[w] = hashlib.sha256((root / w).read_bytes()).hexdigest()
             _add_bytes(tar, 'manifest.json', json.dumps(dict(profile=profile, carried=[f'{f.parent.name}/{name}' for f, _, _, name in group],
                                                              sha256={w: digests[w] for w in sorted(whole)})).encode())
         if path.stat().st_size > limit: raise RuntimeError(f"{path} came out over {limit} bytes")

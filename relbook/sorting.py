@@ -4,14 +4,13 @@
 
 # %% ../nbs/05_object_sorting.ipynb #c002
 from __future__ import annotations
-import contextlib, hashlib, json, math, os, random
-import numpy as np
+import contextlib, hashlib, json, math, os
 from dataclasses import dataclass, replace, asdict
 import pandas as pd
 import torch
 import torch.nn as nn
 from .core import by_profile, check_choice, check_positive, get_profile, results_dir, get_device, atomic_write
-from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset
+from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset, _rng_states, _set_rng_states
 from .abstractor import AbstractorConfig, Seq2SeqConfig, make_seq2seq, count_params
 from .evidence import Evidence, claim, compare, conditions, convergence
 
@@ -391,12 +390,9 @@ def object_sorting_experiment() -> pd.DataFrame:
 @contextlib.contextmanager
 def rng_kept():
     "Run a block without moving the global random states (torch, NumPy, Python) that the code after it draws from."
-    states = torch.get_rng_state(), np.random.get_state(), random.getstate()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    device = get_device(); states = _rng_states(device)     # the streams a resumed fit restores (harness)
     try: yield
-    finally:
-        torch.set_rng_state(states[0]); np.random.set_state(states[1]); random.setstate(states[2])
-        if cuda is not None: torch.cuda.set_rng_state_all(cuda)
+    finally: _set_rng_states(states, device)
 
 def pretraining_trial(model: str, n_train: int, seed: int) -> dict:
     "Figure 5b: one variant at one size and seed; a pre-trained variant starts from its architecture's pre-trained model."
