@@ -176,6 +176,7 @@ class TrainConfig:
     monitor: str = 'loss'             # validation metric for early stopping and best-model restore
     mode: str = 'min'                 # 'min' if lower `monitor` is better, else 'max'
     patience: int | None = None       # evaluations without improvement before stopping (None: never)
+    min_delta: float = 0.0            # an improvement of the monitored score by less than this does not reset patience
     grad_clip: float | None = None    # clip the gradient norm to this value
     schedule: str = 'constant'        # learning-rate schedule: 'constant', 'cosine' or 'linear' decay to 0
     warmup_steps: int = 0             # linear warm-up steps before the schedule
@@ -193,6 +194,8 @@ class TrainConfig:
         for k in ('max_steps', 'eval_every', 'patience'):
             if getattr(self, k) is not None: check_positive(getattr(self, k), k)
         check_positive(self.eval_batch_size, 'eval_batch_size')
+        if not (isinstance(self.min_delta, (int, float)) and not isinstance(self.min_delta, bool) and math.isfinite(self.min_delta) and self.min_delta >= 0):
+            raise ValueError(f"min_delta must be a finite number >= 0, got {self.min_delta!r}")
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False, finite=True)   # a negative clip would train uphill
         if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
             raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")
@@ -321,7 +324,9 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
     val = None if val is None else tuple(t.to(device) for t in check_data(val, 'val'))
     if val is not None: _check_monitor(model, task, val, cfg)
     key = f'val_{cfg.monitor}' if val is not None else 'train_loss'
-    better = (lambda a, b: a < b) if cfg.mode == 'min' or val is None else (lambda a, b: a > b)
+    lower = cfg.mode == 'min' or val is None
+    better = (lambda a, b: a < b) if lower else (lambda a, b: a > b)
+    counts = lambda a, ref: better(a, ref - cfg.min_delta if lower else ref + cfg.min_delta)   # an improvement that resets patience
     opt, gen, n = make_optimizer(model, cfg, device), torch.Generator().manual_seed(seed), n_items(train)
     dl, amp = deadline(), autocast_for(cfg, device)
     if device.type == 'cuda' and cfg.precision != 'fp32': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
@@ -334,7 +339,7 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
         if (fits := _trial_fits.get()) is not None: fits.append(res)
         return res
     # order/pos: this epoch's shuffle and the place in it; run_sum/run_n: the training loss since the last evaluation
-    st = dict(step=0, best_state=None, best_step=0, best_score=None, bad=0, history=[], stopped_early=False,
+    st = dict(step=0, best_state=None, best_step=0, best_score=None, ref=None, bad=0, history=[], stopped_early=False,
               order=None, pos=0, run_sum=0.0, run_n=0)
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     if ckpt is not None and Path(ckpt).exists():
@@ -343,6 +348,7 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
         sched.load_state_dict(saved.pop('sched'))
         if 'rng' in saved: _set_rng_states(saved.pop('rng'), device)
         st.update(saved)
+        if st['ref'] is None: st['ref'] = st['best_score']       # a checkpoint from before min_delta: patience counted from the best
     t0, last_save = time.perf_counter(), time.perf_counter()
     run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
     save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
@@ -360,8 +366,9 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
             run_sum.zero_(); st['run_n'] = 0; st['history'].append(rec); score = rec[key]
             if not math.isfinite(score): raise FloatingPointError(f"{key} is {score} at step {st['step']}: no best model can be chosen")
             if st['best_score'] is None or better(score, st['best_score']):
-                st.update(best_score=score, best_step=st['step'], bad=0,
+                st.update(best_score=score, best_step=st['step'],
                           best_state={k: v.detach().clone() for k, v in model.state_dict().items()})
+            if st['ref'] is None or counts(score, st['ref']): st.update(ref=score, bad=0)   # ref: the score patience counts from
             else: st['bad'] += 1
             bar.set_postfix({key: f'{score:.4g}'})
             st['stopped_early'] = cfg.patience is not None and st['bad'] >= cfg.patience

@@ -20,15 +20,15 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 
 # %% auto #0
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
-           'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'CORELNETS', 'SECTION_1', 'SECTION_2', 'OFFICIAL_SEQS',
-           'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS', 'render_card', 'card_index', 'deck', 'EmbedderConfig',
-           'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings',
-           'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data',
-           'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation',
-           'fit_triples', 'set_classification_trial', 'set_classification_experiment', 'mean_acc', 'official_triples',
-           'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial',
-           'set_sampling_control_experiment', 'pretrain_relations', 'modular_model', 'set_modular_trial',
-           'set_modular_experiment']
+           'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'CORELNETS', 'SECTION_1', 'SECTION_2', 'SET_MIN_DELTA',
+           'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS', 'render_card', 'card_index', 'deck',
+           'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder',
+           'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples',
+           'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet',
+           'set_model', 'transplant_relation', 'fit_triples', 'set_classification_trial',
+           'set_classification_experiment', 'mean_acc', 'official_triples', 'official_set_data', 'sampled_data',
+           'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial', 'set_sampling_control_experiment',
+           'pretrain_relations', 'modular_model', 'set_modular_trial', 'set_modular_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -465,22 +465,24 @@ def _triple_inputs(model: str, idx: torch.Tensor, E: torch.Tensor, attrs: torch.
     "What a model reads: 12 relation bits for the symbolic MLP, embedded cards (b, 3, d) otherwise."
     return set_bits(attrs[idx]) if model == 'Symbolic MLP' else E[idx]
 
+SET_MIN_DELTA = 1e-3   # a fall of the validation loss smaller than this does not reset patience (TrainConfig.min_delta)
+
 def fit_triples(net: nn.Module, model: str, n_train: int, seed: int, epochs: int, patience: int | None,
-                data: dict | None = None) -> dict:   # data: index triples as set_data gives them (default: set_data(n_train, seed))
+                data: dict | None = None, min_delta: float = 0.0) -> dict:   # data: index triples as set_data gives them (default: set_data(n_train, seed))
     "Train `net` on `n_train` triples of split `seed`; test accuracy and loss, best epoch, parameter count."
     E, attrs = card_embeddings(0), deck()[1]
     data = set_data(n_train, seed) if data is None else data
     data = {k: (_triple_inputs(model, i, E, attrs), y) for k, (i, y) in data.items()}
-    cfg = replace(SET_CFG, max_epochs=epochs, patience=patience)
+    cfg = replace(SET_CFG, max_epochs=epochs, patience=patience, min_delta=min_delta)
     res = fit(net, Classification(), data['train'], data['val'], cfg, seed=seed, progress=False)
     dev = next(net.parameters()).device
     test = Classification().evaluate(net, tuple(t.to(dev) for t in data['test']))
     return {'test_acc': test['acc'], 'test_loss': test['loss'], 'best_epoch': res.best_step / math.ceil(n_train / cfg.batch_size),
             'epochs_run': res.steps / math.ceil(n_train / cfg.batch_size), 'n_params': sum(p.numel() for p in net.parameters())}
 
-def set_classification_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None) -> dict:
+def set_classification_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None, min_delta: float = 0.0) -> dict:
     "One point of the §4.1 learning curve."
-    return fit_triples(set_model(model), model, n_train, seed, epochs, patience)
+    return fit_triples(set_model(model), model, n_train, seed, epochs, patience, min_delta=min_delta)
 
 @experiment('set_classification')
 def set_classification_experiment() -> pd.DataFrame:
@@ -488,7 +490,7 @@ def set_classification_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 256], quick=[250, 500, 1000, 2000], full=[500, 1000, 2000, 3000, 4000, 5000],
                     gpu=[500, 1000, 2000, 3000, 4000, 5000])
     trials = grid(model=list(SET_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50))
+    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA)
     return run_sweep('set_classification', [{**t, **fixed} for t in trials], set_classification_trial)
 
 # %% ../nbs/04_set.ipynb #c041
@@ -556,10 +558,11 @@ def leak_stats(data: dict) -> dict[str, float]:
     return out
 
 # %% ../nbs/04_set.ipynb #setctl-exp
-def set_sampling_trial(model: str, sampling: str, n_train: int, seed: int, epochs: int, patience: int | None) -> dict:
+def set_sampling_trial(model: str, sampling: str, n_train: int, seed: int, epochs: int, patience: int | None,
+                       min_delta: float = 0.0) -> dict:
     "One trial of the sampling control: Experiment 1's training on `sampling`'s triples; accuracy per kind of test triple."
     data, net = sampled_data(sampling, n_train, seed), set_model(model)
-    out = fit_triples(net, model, n_train, seed, epochs, patience, data=data)     # net now holds its best weights
+    out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta)     # net now holds its best weights
     (i, y), dev = data['test'], next(net.parameters()).device
     with torch.no_grad(): right = net.eval()(card_embeddings(0)[i].to(dev)).argmax(-1).cpu() == y
     seen = seen_sets(data)
@@ -573,7 +576,7 @@ def set_sampling_control_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[500, 2000], quick=[500, 2000, 5000], full=[500, 1000, 2000, 3000, 4000, 5000],
                     gpu=[500, 1000, 2000, 3000, 4000, 5000])
     trials = grid(model=list(SET_MODELS), sampling=list(SAMPLINGS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50))
+    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA)
     return run_sweep('set_sampling_control', [{**t, **fixed} for t in trials], set_sampling_trial)
 
 # %% ../nbs/04_set.ipynb #c044
@@ -612,11 +615,11 @@ def modular_model(model: str, seed: int, n_pairs: int, pair_epochs: int) -> tupl
     return net, {f'pair_acc_{ATTRIBUTES[k]}': a for k, a in enumerate(accs)}
 
 def set_modular_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None,
-                      n_pairs: int, pair_epochs: int) -> dict:
+                      n_pairs: int, pair_epochs: int, min_delta: float = 0.0) -> dict:
     "One point of the §4.5 learning curves."
     net, extra = modular_model(model, seed, n_pairs, pair_epochs)
     model_key = 'Symbolic MLP' if model == 'Symbolic MLP' else 'Abstractor'
-    return {**fit_triples(net, model_key, n_train, seed, epochs, patience), **extra}
+    return {**fit_triples(net, model_key, n_train, seed, epochs, patience, min_delta=min_delta), **extra}
 
 @experiment('set_modular')
 def set_modular_experiment() -> pd.DataFrame:
@@ -624,6 +627,6 @@ def set_modular_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 256], quick=[100, 250, 500, 1000, 2000], full=[100, 250, 500, 1000, 2000, 3000, 5000],
                     gpu=[100, 250, 500, 1000, 2000, 3000, 5000])
     trials = grid(model=list(MODULAR_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50),
+    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA,
                  n_pairs=by_profile(600, 2000, 2000, gpu=2000), pair_epochs=by_profile(3, 50, 100, gpu=100))
     return run_sweep('set_modular', [{**t, **fixed} for t in trials], set_modular_trial)
