@@ -542,7 +542,7 @@ import functools
 import pandas as pd
 from .core import by_profile
 from .harness import grid, run_sweep, experiment
-from .relations import ORDER_D, CoRelNet, mlp, order_model, order_relation_trial
+from .relations import ORDER_D, ORDER_STOP, CoRelNet, mlp, order_model, order_relation_trial
 
 # %% ../nbs/03_abstractor.ipynb #c052
 ORDER_ABSTRACTOR = AbstractorConfig(n_layers=1, d_model=64, n_heads=4, d_k=16, d_ff=64, sigma_rel='sigmoid',
@@ -562,7 +562,7 @@ def abstractor_order_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 512], quick=[32, 64, 128, 256, 512], full=list(range(32, 513, 32)))
     trials = grid(model=list(ABSTRACTOR_ORDER_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
     trial = functools.partial(order_relation_trial, build=abstractor_order_model)
-    return run_sweep('abstractor_order', [{**t, 'epochs': by_profile(5, 100, 100)} for t in trials], trial)
+    return run_sweep('abstractor_order', [{**t, 'epochs': by_profile(5, 100, 100), **ORDER_STOP} for t in trials], trial)
 
 # %% ../nbs/03_abstractor.ipynb #c058
 MATH_TPLUS_D = 172   # Transformer+ width (d_ff = 2d): the multiple of 4 whose parameter count is closest to the Abstractor's (checked below)
