@@ -13,12 +13,13 @@ from .core import check_shape, check_choice, check_positive, check_floating, che
 
 # %% auto #0
 __all__ = ['SIGMA_REL', 'SYMBOLS', 'ARCHITECTURES', 'WIRING', 'ABSTRACTOR_CLAIMS', 'ORDER_ABSTRACTOR', 'ABSTRACTOR_ORDER_MODELS',
-           'MATH_TPLUS_D', 'check_sigma_rel', 'allowed_pairs', 'relative_table', 'rca_kernel',
+           'OFFICIAL_ORDER_STOP', 'MATH_TPLUS_D', 'check_sigma_rel', 'allowed_pairs', 'relative_table', 'rca_kernel',
            'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LearnedSymbols', 'SinusoidalSymbols',
            'PositionRelativeSymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm', 'EncoderLayer', 'Encoder',
            'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor', 'DecoderLayer',
            'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq', 'count_params',
-           'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment', 'math_models']
+           'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment',
+           'abstractor_order_official_experiment', 'math_models']
 
 # %% ../nbs/03_abstractor.ipynb #c005
 SIGMA_REL = ('softmax', 'sigmoid', 'tanh', 'identity')    # relation activations σ_rel ('linear' = 'identity')
@@ -542,7 +543,7 @@ import functools
 import pandas as pd
 from .core import by_profile
 from .harness import grid, run_sweep, experiment
-from .relations import ORDER_D, ORDER_STOP, CoRelNet, mlp, order_model, order_relation_trial
+from .relations import ORDER_D, ORDER_EPOCHS, ORDER_STOP, CoRelNet, mlp, order_model, order_relation_trial
 
 # %% ../nbs/03_abstractor.ipynb #c052
 ORDER_ABSTRACTOR = AbstractorConfig(n_layers=1, d_model=64, n_heads=4, d_k=16, d_ff=64, sigma_rel='sigmoid',
@@ -562,7 +563,17 @@ def abstractor_order_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 512], quick=[32, 64, 128, 256, 512], full=list(range(32, 513, 32)))
     trials = grid(model=list(ABSTRACTOR_ORDER_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
     trial = functools.partial(order_relation_trial, build=abstractor_order_model)
-    return run_sweep('abstractor_order', [{**t, 'epochs': by_profile(5, 100, 100), **ORDER_STOP} for t in trials], trial)
+    return run_sweep('abstractor_order', [{**t, 'epochs': by_profile(5, ORDER_EPOCHS, ORDER_EPOCHS), **ORDER_STOP} for t in trials], trial)
+
+OFFICIAL_ORDER_STOP = dict(epochs=100, patience=10, min_delta=1e-2, baseline=0.6)   # the official notebooks' EarlyStopping
+
+@experiment('abstractor_order_official')
+def abstractor_order_official_experiment() -> pd.DataFrame:
+    "Figure 4a's comparison under the official notebooks' early stopping: at most 100 epochs, patience 10, min_delta 0.01, baseline 0.6."
+    sizes = by_profile(smoke=[64, 512], quick=[32, 64, 128, 256, 512], full=list(range(32, 513, 32)))
+    trials = grid(model=list(ABSTRACTOR_ORDER_MODELS[:3]), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
+    trial = functools.partial(order_relation_trial, build=abstractor_order_model)
+    return run_sweep('abstractor_order_official', [{**t, **OFFICIAL_ORDER_STOP} for t in trials], trial)
 
 # %% ../nbs/03_abstractor.ipynb #c058
 MATH_TPLUS_D = 172   # Transformer+ width (d_ff = 2d): the multiple of 4 whose parameter count is closest to the Abstractor's (checked below)

@@ -177,6 +177,7 @@ class TrainConfig:
     mode: str = 'min'                 # 'min' if lower `monitor` is better, else 'max'
     patience: int | None = None       # evaluations without improvement before stopping (None: never)
     min_delta: float = 0.0            # an improvement of the monitored score by less than this does not reset patience
+    baseline: float | None = None     # patience restarts only on scores that also beat this (Keras' baseline; None: no such bar)
     grad_clip: float | None = None    # clip the gradient norm to this value
     schedule: str = 'constant'        # learning-rate schedule: 'constant', 'cosine' or 'linear' decay to 0
     warmup_steps: int = 0             # linear warm-up steps before the schedule
@@ -196,6 +197,8 @@ class TrainConfig:
         check_positive(self.eval_batch_size, 'eval_batch_size')
         if not (isinstance(self.min_delta, (int, float)) and not isinstance(self.min_delta, bool) and math.isfinite(self.min_delta) and self.min_delta >= 0):
             raise ValueError(f"min_delta must be a finite number >= 0, got {self.min_delta!r}")
+        if self.baseline is not None and not (isinstance(self.baseline, (int, float)) and not isinstance(self.baseline, bool) and math.isfinite(self.baseline)):
+            raise ValueError(f"baseline must be a finite number or None, got {self.baseline!r}")
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False, finite=True)   # a negative clip would train uphill
         if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
             raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")
@@ -368,7 +371,9 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
             if st['best_score'] is None or better(score, st['best_score']):
                 st.update(best_score=score, best_step=st['step'],
                           best_state={k: v.detach().clone() for k, v in model.state_dict().items()})
-            if st['ref'] is None or counts(score, st['ref']): st.update(ref=score, bad=0)   # ref: the score patience counts from
+            if st['ref'] is None or counts(score, st['ref']):      # ref: the score patience counts from
+                st['ref'] = score
+                st['bad'] = 0 if cfg.baseline is None or counts(score, cfg.baseline) else st['bad'] + 1   # Keras: below the baseline, the count runs on
             else: st['bad'] += 1
             bar.set_postfix({key: f'{score:.4g}'})
             st['stopped_early'] = cfg.patience is not None and st['bad'] >= cfg.patience

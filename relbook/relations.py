@@ -16,7 +16,7 @@ from .harness import (Classification, Regression, TrainConfig, fit, grid, run_sw
 
 # %% auto #0
 __all__ = ['RELATION_ACTIVATIONS', 'ORDER_N', 'ORDER_MAJORITY', 'UNABLE_MARGIN', 'RELATIONS_CLAIMS', 'KERNELS', 'ORDER_D',
-           'ORDER_CFG', 'ORDER_STOP', 'ORDER_MODELS', 'relation_activation', 'mlp', 'MultiHeadRelation',
+           'ORDER_CFG', 'ORDER_EPOCHS', 'ORDER_STOP', 'ORDER_MODELS', 'relation_activation', 'mlp', 'MultiHeadRelation',
            'multi_head_relation_reference', 'CoRelNet', 'PairRelationClassifier', 'rbf_kernel', 'poly_kernel',
            'grid_points', 'kernel_gram', 'best_rank_sup_error', 'kernel_model', 'kernel_fit_trial',
            'kernel_fit_experiment', 'order_relation_data', 'order_model', 'order_fit_trial', 'order_fit_experiment',
@@ -300,7 +300,7 @@ def order_model(name: str, d: int = ORDER_D) -> nn.Module:
     return builders[name]()
 
 ORDER_CFG = TrainConfig(optimizer='adam', lr=1e-2, batch_size=64, max_epochs=100, monitor='loss')  # App. B.1.1
-ORDER_STOP = dict(patience=10, min_delta=1e-2)   # the official learning curves' EarlyStopping(monitor='val_loss', patience=10, min_delta=1e-2)
+ORDER_EPOCHS, ORDER_STOP = 400, dict(patience=50)  # to convergence: at most 400 epochs, until 50 pass without a new lowest validation loss
 
 # %% ../nbs/01_relations.ipynb #c027
 def order_fit_trial(model: str, seed: int, epochs: int) -> dict:
@@ -321,14 +321,14 @@ def order_fit_experiment() -> pd.DataFrame:
 ORDER_MODELS = ('relation (asym)', 'relation (sym)', 'CoRelNet', 'CoRelNet (asym)', 'CoRelNet (no softmax)')
 
 def order_relation_trial(model: str, n_train: int, seed: int, epochs: int, build=None,
-                         patience: int | None = None, min_delta: float = 0.0) -> dict:
+                         patience: int | None = None, min_delta: float = 0.0, baseline: float | None = None) -> dict:
     "Train on `n_train` of the 50 % training pool; accuracy on the 35 % test pairs (`build(model)` makes the net)."
     g = torch.Generator().manual_seed(seed)
     X, y, _ = order_relation_data(generator=g)
     parts = split_sizes(len(y), {'val': 0.15, 'test': 0.35, 'pool': 0.5}, g)
     if n_train > len(parts['pool']): raise ValueError(f"n_train must be <= {len(parts['pool'])}, got {n_train}")
     net = (build or order_model)(model)
-    cfg = replace(ORDER_CFG, max_epochs=epochs, patience=patience, min_delta=min_delta)
+    cfg = replace(ORDER_CFG, max_epochs=epochs, patience=patience, min_delta=min_delta, baseline=baseline)
     res = fit(net, Classification(), subset((X, y), parts['pool'][:n_train]), subset((X, y), parts['val']), cfg, seed=seed, progress=False)
     test = Classification().evaluate(net, subset((X, y), parts['test']))
     return {'test_acc': test['acc'], 'test_loss': test['loss'], 'best_epoch': res.best_step / math.ceil(n_train / cfg.batch_size),
@@ -340,4 +340,4 @@ def order_relation_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 512], quick=[32, 64, 128, 256, 512], full=list(range(32, 513, 32)))
     trials = grid(model=list(by_profile(ORDER_MODELS[:3], ORDER_MODELS, ORDER_MODELS)), n_train=sizes,
                   seed=list(range(by_profile(1, 3, 10))))
-    return run_sweep('order_relation', [{**t, 'epochs': by_profile(5, 100, 100), **ORDER_STOP} for t in trials], order_relation_trial)
+    return run_sweep('order_relation', [{**t, 'epochs': by_profile(5, ORDER_EPOCHS, ORDER_EPOCHS), **ORDER_STOP} for t in trials], order_relation_trial)
