@@ -627,6 +627,6 @@ def set_modular_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 256], quick=[100, 250, 500, 1000, 2000], full=[100, 250, 500, 1000, 2000, 3000, 5000],
                     gpu=[100, 250, 500, 1000, 2000, 3000, 5000])
     trials = grid(model=list(MODULAR_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA,
+    fixed = dict(epochs=by_profile(3, 1000, 1000, gpu=1000), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA,
                  n_pairs=by_profile(600, 2000, 2000, gpu=2000), pair_epochs=by_profile(3, 50, 100, gpu=100))
     return run_sweep('set_modular', [{**t, **fixed} for t in trials], set_modular_trial)
