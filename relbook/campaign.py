@@ -411,12 +411,23 @@ def calibrate(store: str | Path | None = None) -> dict:
     return dict(c=per_step / (f['ops_step'] + OLD_STEP_OPS), seconds_per_step=per_step, ops_step=f['ops_step'] + OLD_STEP_OPS,
                 rows=len(rows), device=rows[0]['device_name'], commit=rows[0].get('git_sha'))
 
-def _step_share(name: str) -> float:
-    "The median share of the step budget this experiment's `quick` trials used before patience stopped them (1 if unknown)."
-    shares = [r['fit_steps'] / r['fit_max_steps'] if r.get('fit_max_steps') and r.get('fit_steps') is not None
-              else r['epochs_run'] / r['epochs'] if r.get('epochs') and r.get('epochs_run') is not None else None   # older rows
-              for r in store_for(name, 'quick').rows()]
-    shares = [s for s in shares if s is not None]
+def _row_share(r: dict) -> float | None:
+    "The share of its step budget one result row used before patience stopped it (None if the row does not say)."
+    if r.get('fit_max_steps') and r.get('fit_steps') is not None: return r['fit_steps'] / r['fit_max_steps']
+    if r.get('epochs') and r.get('epochs_run') is not None: return r['epochs_run'] / r['epochs']   # older rows
+    return None
+
+def _step_share(name: str, config: dict | None = None) -> float:
+    """The median share of the step budget this experiment's `quick` trials used before patience stopped them (1 if unknown).
+    With `config` (a probed configuration), the median over the quick trials with the same text-valued parameters (model,
+    agent, ...), when there are any: models of one sweep can stop at very different points (a symbolic MLP at a third of its
+    budget, the Abstractors beside it at a twentieth)."""
+    rows = store_for(name, 'quick').rows()
+    cats = {k: v for k, v in (config or {}).items() if isinstance(v, str)}
+    if cats:
+        like = [s for r in rows if all(r.get('params', r).get(k) == v for k, v in cats.items()) if (s := _row_share(r)) is not None]
+        if like: return float(np.median(like))
+    shares = [s for r in rows if (s := _row_share(r)) is not None]
     return float(np.median(shares)) if shares else 1.0
 
 def makespan(minutes: Sequence[float], workers: int) -> float:
@@ -445,7 +456,7 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
             sized0 = core.GPU_SIZED[0]; gpu_trials = intercept(n, profile)[0]; sized = core.GPU_SIZED[0] > sized0   # a gpu value of its own
             own = profile == 'quick' or sized or [trial_key(t) for t in gpu_trials] != [trial_key(t) for t in intercept(n, 'quick')[0]]
             bound = sum(trial_seconds(r, cal['c']) * r['trials'] for r in recs) / 60
-            per = [trial_seconds(r, cal['c'], step_share=share) / 60 for r in recs]   # one trial of each configuration
+            per = [trial_seconds(r, cal['c'], step_share=_step_share(n, r['config'])) / 60 for r in recs]   # one trial of each configuration
             expected = sum(m * r['trials'] for m, r in zip(per, recs))
             steps = [f['max_steps'] for r in recs for f in r['fits']]
             exps[n] = dict(trials=sum(r['trials'] for r in recs), configs=len(recs), own_sizes=bool(own), step_share=round(share, 3),
@@ -533,7 +544,8 @@ def _plan_lines(gp: dict) -> list[str]:
              f"configuration probed once, c = {cal['c'] * 1e6:.1f} µs per dispatched operator (from {cal['rows']} `kernel_fit` "
              f"trials on {cal['device']}, {cal['seconds_per_step'] * 1e3:.2f} ms per update of {cal['ops_step']} operators), "
              f"{gp['flops_per_s'] / 1e12:.0f} TFLOP/s. *Budget* assumes every trial runs its whole step budget; *expected* "
-             f"scales the budget by the share the `quick` trials used before patience stopped them; *wall* is expected over "
+             f"scales each configuration's budget by the share its `quick` trials (those of the same model, where there are "
+             f"any) used before patience stopped them; *wall* is expected over "
              f"{w} worker processes sharing the GPU, each taking the next trial in order, so never shorter than the longest "
              f"trial (launch-bound work overlaps; not yet measured).", '',
              f"*Sized* says whether the experiment sets its own `{gp['profile']}` settings; where it does not, a campaign runs its "

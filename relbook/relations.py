@@ -117,17 +117,20 @@ class CoRelNet(nn.Module):
                  symmetric: bool = True,                # standard CoRelNet ties W₁ = W₂
                  softmax: bool = True,                  # σ = softmax over j (standard) or identity
                  d_hidden: int = 64,                    # MLP hidden width
-                 embedder: nn.Module | None = None, d_e: int | None = None):
+                 embedder: nn.Module | None = None, d_e: int | None = None,
+                 diagonal: bool = True):                # False: the MLP reads only the entries i ≠ j (not in the paper; a control)
         super().__init__()
         self.m = check_positive(m, 'm')
+        if not diagonal and m < 2: raise ValueError(f"diagonal=False needs m >= 2 objects (an off-diagonal entry), got m={m}")
         self.relation = MultiHeadRelation(d_in, 1, d_e or d_in, symmetric=symmetric, embedder=embedder, d_e=d_e,
                                           activation='softmax' if softmax else 'identity')
-        self.head = mlp(m * m, d_hidden, n_out, depth=1)
+        self.register_buffer('keep', ~torch.eye(m, dtype=torch.bool) if not diagonal else torch.ones(m, m, dtype=torch.bool), persistent=False)
+        self.head = mlp(int(self.keep.sum()), d_hidden, n_out, depth=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         "x (b, m, d_in) -> logits (b, n_out)."
         check_shape(x, 'x', (None, self.m, self.relation.d_in))
-        return self.head(self.relation(x).flatten(1))                   # (b, m·m) -> (b, n_out)
+        return self.head(self.relation(x)[:, self.keep].flatten(1))      # (b, m·m) or (b, m(m-1)) -> (b, n_out)
 
 class PairRelationClassifier(nn.Module):
     "Logits (b, n_out) = Linear(r(x₀, x₁)) from the relation between the two objects of a pair (b, 2, d)."
@@ -294,6 +297,7 @@ def order_model(name: str, d: int = ORDER_D) -> nn.Module:
         'relation (sym)': lambda: PairRelationClassifier(MultiHeadRelation(d, 4, 16, symmetric=True, embedder=mlp(d, 64, 32), d_e=32)),
         'CoRelNet': lambda: CoRelNet(d, 2, 2),
         'CoRelNet (asym)': lambda: CoRelNet(d, 2, 2, symmetric=False),
+        'CoRelNet (no softmax, no diagonal)': lambda: CoRelNet(d, 2, 2, softmax=False, diagonal=False),
         'CoRelNet (no softmax)': lambda: CoRelNet(d, 2, 2, softmax=False),
     }
     check_choice(name, 'name', tuple(builders))
@@ -318,7 +322,8 @@ def order_fit_experiment() -> pd.DataFrame:
     return run_sweep('order_fit', [{**t, 'epochs': by_profile(30, 200, 400)} for t in trials], order_fit_trial)
 
 # %% ../nbs/01_relations.ipynb #c030
-ORDER_MODELS = ('relation (asym)', 'relation (sym)', 'CoRelNet', 'CoRelNet (asym)', 'CoRelNet (no softmax)')
+ORDER_MODELS = ('relation (asym)', 'relation (sym)', 'CoRelNet', 'CoRelNet (asym)', 'CoRelNet (no softmax)',
+                'CoRelNet (no softmax, no diagonal)')
 
 def order_relation_trial(model: str, n_train: int, seed: int, epochs: int, build=None,
                          patience: int | None = None, min_delta: float = 0.0, baseline: float | None = None) -> dict:

@@ -67,6 +67,19 @@ def test_corelnet_shapes_and_symmetry():
         net(torch.randn(7, 2, 8))
 
 
+def test_corelnet_without_diagonal():
+    "diagonal=False: the MLP reads the m(m-1) entries i != j; with a symmetric relation and no softmax a pair and its reverse agree."
+    net = CoRelNet(8, 3, 2, diagonal=False)
+    assert net.head[0].in_features == 6 and net(torch.randn(4, 3, 8)).shape == (4, 2)
+    pair, x = CoRelNet(8, 2, 2, softmax=False, diagonal=False), torch.randn(32, 2, 8)
+    with torch.no_grad():
+        assert torch.allclose(pair(x), pair(x.flip(1)), atol=1e-6)
+        full = CoRelNet(8, 2, 2, softmax=False)                               # with the diagonal: no such symmetry
+        assert (full(x) - full(x.flip(1))).abs().max() > 1e-3
+    with pytest.raises(ValueError, match='diagonal=False needs m >= 2'):
+        CoRelNet(8, 1, 2, diagonal=False)
+
+
 def test_symmetric_pair_classifier_cannot_order():
     "r(x, y) = r(y, x) => identical logits for (x, y) and (y, x)."
     clf = PairRelationClassifier(MultiHeadRelation(8, 4, 16, symmetric=True, embedder=mlp(8, 16, 8), d_e=8))
