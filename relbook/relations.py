@@ -124,13 +124,16 @@ class CoRelNet(nn.Module):
         if not diagonal and m < 2: raise ValueError(f"diagonal=False needs m >= 2 objects (an off-diagonal entry), got m={m}")
         self.relation = MultiHeadRelation(d_in, 1, d_e or d_in, symmetric=symmetric, embedder=embedder, d_e=d_e,
                                           activation='softmax' if softmax else 'identity')
-        self.register_buffer('keep', ~torch.eye(m, dtype=torch.bool) if not diagonal else torch.ones(m, m, dtype=torch.bool), persistent=False)
-        self.head = mlp(int(self.keep.sum()), d_hidden, n_out, depth=1)
+        off = (~torch.eye(m, dtype=torch.bool)).flatten().nonzero().squeeze(1)   # the entries i ≠ j of the flattened matrix
+        self.register_buffer('keep', None if diagonal else off, persistent=False)   # indices, not a mask: no host sync on a GPU
+        self.head = mlp(m * m if diagonal else m * (m - 1), d_hidden, n_out, depth=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         "x (b, m, d_in) -> logits (b, n_out)."
         check_shape(x, 'x', (None, self.m, self.relation.d_in))
-        return self.head(self.relation(x)[:, self.keep].flatten(1))      # (b, m·m) or (b, m(m-1)) -> (b, n_out)
+        R = self.relation(x).flatten(1, 2)                                # (b, m·m, 1)
+        if self.keep is not None: R = R[:, self.keep]                     # (b, m(m-1), 1)
+        return self.head(R.flatten(1))                                    # -> (b, n_out)
 
 class PairRelationClassifier(nn.Module):
     "Logits (b, n_out) = Linear(r(x₀, x₁)) from the relation between the two objects of a pair (b, 2, d)."
