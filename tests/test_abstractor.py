@@ -149,3 +149,16 @@ def test_order_claims_are_declared_and_judge_toy_rows():
     vs_asym = CLAIMS['abstractor-order-beats-asymmetric-corelnet'].evaluate(rows).comparison
     assert vs_asym.verdict == 'supports the paper' and abs(vs_asym.effect - 0.05) < 1e-9     # mean over the sizes, paired
     assert CLAIMS['abstractor-order-beats-corelnet'].evaluate(rows[rows.model != 'CoRelNet']).comparison is None
+
+
+def test_order_protocols():
+    "Chapter 3's two protocols on the same trials: to convergence (≤ 400 epochs, patience 50) and the official early stopping."
+    from relbook.campaign import intercept
+    from relbook.relations import order_relation_trial
+    conv, off = intercept('abstractor_order', 'full')[0], intercept('abstractor_order_official', 'full')[0]
+    assert {(t['epochs'], t['patience']) for t in conv} == {(400, 50)}
+    assert {(t['epochs'], t['patience'], t['min_delta'], t['baseline']) for t in off} == {(100, 10, 0.01, 0.6)}
+    key = lambda t: (t['model'], t['n_train'], t['seed'])
+    assert len(off) == 3 * 16 * 10 and {key(t) for t in off} == {key(t) for t in conv if t['model'] != 'CoRelNet (asym, matched)'}
+    short = order_relation_trial('CoRelNet', 64, 0, epochs=100, patience=10, min_delta=0.01, baseline=0.6)
+    assert 10 <= short['epochs_run'] < 100 and short['best_epoch'] <= short['epochs_run']
