@@ -15,10 +15,10 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
 
 # %% auto #0
 __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'CARRIED', 'RETURN_LIMIT', 'PENDING', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS',
-           'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'RUN_LIMIT_MIN',
-           'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'intercept',
-           'probe_trials', 'trial_seconds', 'calibrate', 'makespan', 'estimate', 'runbook_frame', 'load_gpu_plan',
-           'render_runbook']
+           'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'CPU_DECIDED',
+           'RUN_LIMIT_MIN', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign',
+           'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'makespan', 'estimate', 'runbook_frame',
+           'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -503,14 +503,16 @@ def runbook_frame() -> pd.DataFrame:
 # experiment that reuses another's models comes after it). Chapter 11 needs two runs: its imitation agents alone fill one,
 # and Experiment 4 starts from them (they travel back as carried archives). Chapter 7's role analysis (a 6-layer
 # TP-Transformer and its no-roles twin, 12,000 steps of 256 each) does not fit beside the benchmark and has a run of its own.
-GPU_RUNS = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control'],
-            'chapter 5': ['object_sorting', 'sorting_robustness', 'sorting_pretraining'],
+GPU_RUNS = {'chapter 5': ['object_sorting', 'sorting_robustness', 'sorting_pretraining'],
             'chapter 7': ['math_benchmark'],
             'chapter 7, roles': ['tp_roles'],
             'chapter 11, run 1': ['boxworld_imitation'],
             'chapter 11, run 2': ['boxworld_rl_bridge', 'boxworld_rl'],
             'chapter 13': ['relational_games'],
             'chapter 14': ['dat_vision', 'dat_lm', 'dat_math']}
+# Runs a GPU need not make: their `gpu` trials are exactly their `full` trials, which are cheap enough to run on 2 CPU cores
+# (chapter 4: about an hour). The runbook checks that the stored `full` rows cover every `gpu` trial.
+CPU_DECIDED = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control']}
 RUN_LIMIT_MIN = 25
 
 def _run_lines(gp: dict) -> list[str]:
@@ -532,6 +534,25 @@ def _run_lines(gp: dict) -> list[str]:
                      f"`relbook campaign --profile gpu --budget 24m --workers {gp['workers']} --device cuda {' '.join(names)}` |")
     lines += ['', f"In all: {total:.0f} minutes of expected wall time over {len(GPU_RUNS) - len(unpriced)} runs"
                   + (f" (not yet estimated: {', '.join(unpriced)})" if unpriced else '') + '.']
+    return lines
+
+def full_covers_gpu(name: str) -> tuple[int, int, float]:
+    "Experiment `name`'s `gpu` trials, how many of them are stored at `full` (the same parameters), and those rows' minutes."
+    full, gpu = {trial_key(r['params']): r for r in store_for(name, 'full').rows() if 'params' in r}, intercept(name, 'gpu')[0]
+    hit = [full[k] for k in map(trial_key, gpu) if k in full]
+    return len(gpu), len(hit), sum(float(r.get('wall_time_s') or 0) for r in hit) / 60
+
+def _cpu_lines() -> list[str]:
+    "The runbook's table of runs decided on the CPU: each one's `gpu` trials found among its stored `full` rows."
+    lines = ['', '### Runs decided on the CPU', '',
+             'Their `gpu` trials are the same as their `full` trials (same sizes, seeds and budgets), and the `full` trials ran '
+             'on the CPU. A campaign need not repeat them; a run whose `full` rows do not cover its `gpu` trials is flagged.', '',
+             '| run | experiments | `gpu` trials stored at `full` | CPU minutes of those rows |', '|---|---|---|---|']
+    for run, names in CPU_DECIDED.items():
+        cov = [full_covers_gpu(n) for n in names]
+        n, hit, minutes = sum(c[0] for c in cov), sum(c[1] for c in cov), sum(c[2] for c in cov)
+        flag = '' if hit == n else ' **incomplete: finish it at `full` on the CPU, or run it on a GPU**'
+        lines.append(f"| {run} | {', '.join(f'`{x}`' for x in names)} | {hit} of {n}{flag} | {minutes:.1f} |")
     return lines
 
 def _plan_lines(gp: dict) -> list[str]:
@@ -566,8 +587,8 @@ def _plan_lines(gp: dict) -> list[str]:
     exps, per = load_all_experiments(), {}
     for name, e in gp['experiments'].items():
         if 'note' not in e and name in exps: per.setdefault(exps[name].__module__.replace('relbook.', ''), []).append(e)
-    lines += _run_lines(gp)
-    spare = [n for n in gp['experiments'] if not any(n in names for names in GPU_RUNS.values())]
+    lines += _run_lines(gp) + _cpu_lines()
+    spare = [n for n in gp['experiments'] if not any(n in names for names in (*GPU_RUNS.values(), *CPU_DECIDED.values()))]
     if spare: lines += ['', 'Estimated but in no run (no claim rests on them alone): ' + ', '.join(f'`{n}`' for n in spare) + '.']
     if skipped: lines += ['', 'Not estimated: ' + '; '.join(skipped) + '.']
     missing = [n for n in plan(None, gp['profile']) if n not in gp['experiments']]
