@@ -21,8 +21,8 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 # %% auto #0
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'CORELNETS', 'SECTION_1', 'SECTION_2', 'SET_MIN_DELTA',
-           'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS', 'render_card', 'card_index', 'deck',
-           'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder',
+           'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS', 'render_card', 'card_index',
+           'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder',
            'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples',
            'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet',
            'set_model', 'transplant_relation', 'fit_triples', 'set_classification_trial',
@@ -466,6 +466,7 @@ def _triple_inputs(model: str, idx: torch.Tensor, E: torch.Tensor, attrs: torch.
     return set_bits(attrs[idx]) if model == 'Symbolic MLP' else E[idx]
 
 SET_MIN_DELTA = 1e-3   # a fall of the validation loss smaller than this does not reset patience (TrainConfig.min_delta)
+SET_EPOCHS = 1000      # the budget: early stopping ends nearly every run long before (App. B.1.2's 200 left models still learning)
 
 def fit_triples(net: nn.Module, model: str, n_train: int, seed: int, epochs: int, patience: int | None,
                 data: dict | None = None, min_delta: float = 0.0) -> dict:   # data: index triples as set_data gives them (default: set_data(n_train, seed))
@@ -490,7 +491,7 @@ def set_classification_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 256], quick=[250, 500, 1000, 2000], full=[500, 1000, 2000, 3000, 4000, 5000],
                     gpu=[500, 1000, 2000, 3000, 4000, 5000])
     trials = grid(model=list(SET_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA)
+    fixed = dict(epochs=by_profile(3, SET_EPOCHS, SET_EPOCHS, gpu=SET_EPOCHS), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA)
     return run_sweep('set_classification', [{**t, **fixed} for t in trials], set_classification_trial)
 
 # %% ../nbs/04_set.ipynb #c041
@@ -576,7 +577,7 @@ def set_sampling_control_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[500, 2000], quick=[500, 2000, 5000], full=[500, 1000, 2000, 3000, 4000, 5000],
                     gpu=[500, 1000, 2000, 3000, 4000, 5000])
     trials = grid(model=list(SET_MODELS), sampling=list(SAMPLINGS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, 200, 200, gpu=200), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA)
+    fixed = dict(epochs=by_profile(3, SET_EPOCHS, SET_EPOCHS, gpu=SET_EPOCHS), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA)
     return run_sweep('set_sampling_control', [{**t, **fixed} for t in trials], set_sampling_trial)
 
 # %% ../nbs/04_set.ipynb #c044
@@ -627,6 +628,6 @@ def set_modular_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 256], quick=[100, 250, 500, 1000, 2000], full=[100, 250, 500, 1000, 2000, 3000, 5000],
                     gpu=[100, 250, 500, 1000, 2000, 3000, 5000])
     trials = grid(model=list(MODULAR_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, 1000, 1000, gpu=1000), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA,
+    fixed = dict(epochs=by_profile(3, SET_EPOCHS, SET_EPOCHS, gpu=SET_EPOCHS), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA,
                  n_pairs=by_profile(600, 2000, 2000, gpu=2000), pair_epochs=by_profile(3, 50, 100, gpu=100))
     return run_sweep('set_modular', [{**t, **fixed} for t in trials], set_modular_trial)
