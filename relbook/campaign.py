@@ -511,7 +511,7 @@ GPU_RUNS = {'chapter 5': ['object_sorting', 'sorting_robustness', 'sorting_pretr
             'chapter 13': ['relational_games'],
             'chapter 14': ['dat_vision', 'dat_lm', 'dat_math']}
 # Runs a GPU need not make: their `gpu` trials are exactly their `full` trials, which are cheap enough to run on 2 CPU cores
-# (chapter 4: about an hour). The runbook checks that the stored `full` rows cover every `gpu` trial.
+# (chapter 4's set_classification and set_modular: 83 CPU-minutes). The runbook checks that the stored `full` rows cover every `gpu` trial.
 CPU_DECIDED = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control']}
 RUN_LIMIT_MIN = 25
 
