@@ -557,23 +557,23 @@ def abstractor_order_model(name: str) -> nn.Module:
     if name == 'CoRelNet (asym, matched)': return CoRelNet(ORDER_D, 2, 2, symmetric=False, embedder=mlp(ORDER_D, 128, 64), d_e=64)
     return order_model(name)
 
+def _order_sweep(name: str, models: tuple[str, ...], stop: dict) -> pd.DataFrame:
+    "Figure 4a's learning curves of `models` on unseen pairs of the order relation, trained with `stop` (budget and early stopping)."
+    sizes = by_profile(smoke=[64, 512], quick=[32, 64, 128, 256, 512], full=list(range(32, 513, 32)))
+    trials = grid(model=list(models), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
+    return run_sweep(name, [{**t, **stop} for t in trials], functools.partial(order_relation_trial, build=abstractor_order_model))
+
 @experiment('abstractor_order')
 def abstractor_order_experiment() -> pd.DataFrame:
-    "§4.1, Figure 4a: Abstractor vs symmetric and asymmetric CoRelNet on unseen pairs of the order relation."
-    sizes = by_profile(smoke=[64, 512], quick=[32, 64, 128, 256, 512], full=list(range(32, 513, 32)))
-    trials = grid(model=list(ABSTRACTOR_ORDER_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
-    trial = functools.partial(order_relation_trial, build=abstractor_order_model)
-    return run_sweep('abstractor_order', [{**t, 'epochs': by_profile(5, ORDER_EPOCHS, ORDER_EPOCHS), **ORDER_STOP} for t in trials], trial)
+    "§4.1, Figure 4a: Abstractor vs symmetric and asymmetric CoRelNet on unseen pairs of the order relation, trained to convergence."
+    return _order_sweep('abstractor_order', ABSTRACTOR_ORDER_MODELS, {'epochs': by_profile(5, ORDER_EPOCHS, ORDER_EPOCHS), **ORDER_STOP})
 
 OFFICIAL_ORDER_STOP = dict(epochs=100, patience=10, min_delta=1e-2, baseline=0.6)   # the official notebooks' EarlyStopping
 
 @experiment('abstractor_order_official')
 def abstractor_order_official_experiment() -> pd.DataFrame:
     "Figure 4a's comparison under the official notebooks' early stopping: at most 100 epochs, patience 10, min_delta 0.01, baseline 0.6."
-    sizes = by_profile(smoke=[64, 512], quick=[32, 64, 128, 256, 512], full=list(range(32, 513, 32)))
-    trials = grid(model=list(ABSTRACTOR_ORDER_MODELS[:3]), n_train=sizes, seed=list(range(by_profile(1, 3, 10))))
-    trial = functools.partial(order_relation_trial, build=abstractor_order_model)
-    return run_sweep('abstractor_order_official', [{**t, **OFFICIAL_ORDER_STOP} for t in trials], trial)
+    return _order_sweep('abstractor_order_official', ABSTRACTOR_ORDER_MODELS[:3], OFFICIAL_ORDER_STOP)
 
 # %% ../nbs/03_abstractor.ipynb #c058
 MATH_TPLUS_D = 172   # Transformer+ width (d_ff = 2d): the multiple of 4 whose parameter count is closest to the Abstractor's (checked below)

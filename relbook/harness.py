@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 try: import fcntl                      # POSIX file locks: workers sharing a store claim trials with them
 except ImportError: fcntl = None        # (elsewhere a store serves one worker at a time)
 from .core import (PROFILES, get_profile, using_profile, seed_everything, get_device, provenance,
-                          results_dir, check_choice, check_positive, atomic_write)
+                          results_dir, check_choice, check_positive, check_finite, atomic_write)
 
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
@@ -195,10 +195,8 @@ class TrainConfig:
         for k in ('max_steps', 'eval_every', 'patience'):
             if getattr(self, k) is not None: check_positive(getattr(self, k), k)
         check_positive(self.eval_batch_size, 'eval_batch_size')
-        if not (isinstance(self.min_delta, (int, float)) and not isinstance(self.min_delta, bool) and math.isfinite(self.min_delta) and self.min_delta >= 0):
-            raise ValueError(f"min_delta must be a finite number >= 0, got {self.min_delta!r}")
-        if self.baseline is not None and not (isinstance(self.baseline, (int, float)) and not isinstance(self.baseline, bool) and math.isfinite(self.baseline)):
-            raise ValueError(f"baseline must be a finite number or None, got {self.baseline!r}")
+        check_finite(self.min_delta, 'min_delta', lo=0)
+        if self.baseline is not None: check_finite(self.baseline, 'baseline')
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False, finite=True)   # a negative clip would train uphill
         if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
             raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")

@@ -25,7 +25,7 @@ __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'REND
            'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder',
            'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples',
            'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet',
-           'set_model', 'transplant_relation', 'fit_triples', 'set_classification_trial',
+           'set_model', 'transplant_relation', 'set_fit', 'fit_triples', 'set_classification_trial',
            'set_classification_experiment', 'mean_acc', 'official_triples', 'official_set_data', 'sampled_data',
            'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial', 'set_sampling_control_experiment',
            'pretrain_relations', 'modular_model', 'set_modular_trial', 'set_modular_experiment']
@@ -468,6 +468,11 @@ def _triple_inputs(model: str, idx: torch.Tensor, E: torch.Tensor, attrs: torch.
 SET_MIN_DELTA = 1e-3   # a fall of the validation loss smaller than this does not reset patience (TrainConfig.min_delta)
 SET_EPOCHS = 1000      # the budget: early stopping ends nearly every run long before (App. B.1.2's 200 left models still learning)
 
+def set_fit(**extra) -> dict:
+    "The training parameters every SET experiment's trials carry at the active profile (budget, patience, min_delta), and `extra`."
+    return dict(epochs=by_profile(3, SET_EPOCHS, SET_EPOCHS, gpu=SET_EPOCHS), patience=by_profile(None, 30, 50, gpu=50),
+                min_delta=SET_MIN_DELTA, **extra)
+
 def fit_triples(net: nn.Module, model: str, n_train: int, seed: int, epochs: int, patience: int | None,
                 data: dict | None = None, min_delta: float = 0.0) -> dict:   # data: index triples as set_data gives them (default: set_data(n_train, seed))
     "Train `net` on `n_train` triples of split `seed`; test accuracy and loss, best epoch, parameter count."
@@ -491,7 +496,7 @@ def set_classification_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 256], quick=[250, 500, 1000, 2000], full=[500, 1000, 2000, 3000, 4000, 5000],
                     gpu=[500, 1000, 2000, 3000, 4000, 5000])
     trials = grid(model=list(SET_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, SET_EPOCHS, SET_EPOCHS, gpu=SET_EPOCHS), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA)
+    fixed = set_fit()
     return run_sweep('set_classification', [{**t, **fixed} for t in trials], set_classification_trial)
 
 # %% ../nbs/04_set.ipynb #c041
@@ -577,7 +582,7 @@ def set_sampling_control_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[500, 2000], quick=[500, 2000, 5000], full=[500, 1000, 2000, 3000, 4000, 5000],
                     gpu=[500, 1000, 2000, 3000, 4000, 5000])
     trials = grid(model=list(SET_MODELS), sampling=list(SAMPLINGS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, SET_EPOCHS, SET_EPOCHS, gpu=SET_EPOCHS), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA)
+    fixed = set_fit()
     return run_sweep('set_sampling_control', [{**t, **fixed} for t in trials], set_sampling_trial)
 
 # %% ../nbs/04_set.ipynb #c044
@@ -628,6 +633,5 @@ def set_modular_experiment() -> pd.DataFrame:
     sizes = by_profile(smoke=[64, 256], quick=[100, 250, 500, 1000, 2000], full=[100, 250, 500, 1000, 2000, 3000, 5000],
                     gpu=[100, 250, 500, 1000, 2000, 3000, 5000])
     trials = grid(model=list(MODULAR_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = dict(epochs=by_profile(3, SET_EPOCHS, SET_EPOCHS, gpu=SET_EPOCHS), patience=by_profile(None, 30, 50, gpu=50), min_delta=SET_MIN_DELTA,
-                 n_pairs=by_profile(600, 2000, 2000, gpu=2000), pair_epochs=by_profile(3, 50, 100, gpu=100))
+    fixed = set_fit(n_pairs=by_profile(600, 2000, 2000, gpu=2000), pair_epochs=by_profile(3, 50, 100, gpu=100))
     return run_sweep('set_modular', [{**t, **fixed} for t in trials], set_modular_trial)
