@@ -515,12 +515,20 @@ GPU_RUNS = {'chapter 5': ['object_sorting', 'sorting_robustness', 'sorting_pretr
 CPU_DECIDED = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control']}
 RUN_LIMIT_MIN = 25
 
+def _stored(names: Sequence[str]) -> str:
+    "How many of a run's `gpu` trials are stored, from any device ('–' where a plan is unknown)."
+    from relbook.evidence import sweep_coverage
+    cov = [sweep_coverage(n, 'gpu') for n in names]
+    return '–' if any(c is None for c in cov) else f"{sum(c[0] for c in cov)} of {sum(c[1] for c in cov)}"
+
 def _run_lines(gp: dict) -> list[str]:
-    "The runbook's table of GPU runs: expected wall minutes of each (from `results/gpu_plan.json`) and its command."
+    "The runbook's table of GPU runs: expected wall minutes of each (from `results/gpu_plan.json`), trials stored, its command."
     ex, lines = gp['experiments'], ['', f"### The runs ({RUN_LIMIT_MIN} minutes each at most)", '',
              'Each run is one command on the GPU machine (its experiments estimated together, in this order, by '
-             '`relbook estimate --profile gpu NAMES`):', '',
-             '| run | experiments | expected wall, min | command |', '|---|---|---|---|']
+             '`relbook estimate --profile gpu NAMES`). *Stored* counts its `gpu` trials already in `results/`, from any device: '
+             'a campaign skips them (the minutes are for the whole run), and a claim is judged at `gpu` only once its '
+             "experiment's sweep is whole ([](96_evidence.ipynb)).", '',
+             '| run | experiments | expected wall, min | stored | command |', '|---|---|---|---|---|']
     total, unpriced = 0.0, []
     for run, names in GPU_RUNS.items():
         es = [ex.get(n) for n in names]
@@ -530,7 +538,7 @@ def _run_lines(gp: dict) -> list[str]:
             t = sum(e['wall_min'] for e in es); total += t
             together = all(e.get('after', []) == names[:i] for i, e in enumerate(es))
             wall = f"{t:.1f}" + ('' if together else ' (estimated separately)') + (f' **over {RUN_LIMIT_MIN}**' if t > RUN_LIMIT_MIN else '')
-        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | "
+        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | {_stored(names)} | "
                      f"`relbook campaign --profile gpu --budget 24m --workers {gp['workers']} --device cuda {' '.join(names)}` |")
     lines += ['', f"In all: {total:.0f} minutes of expected wall time over {len(GPU_RUNS) - len(unpriced)} runs"
                   + (f" (not yet estimated: {', '.join(unpriced)})" if unpriced else '') + '.']

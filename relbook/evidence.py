@@ -17,9 +17,9 @@ from .harness import store_for
 # %% auto #0
 __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'CLAIMS_PAGE', 'CLAIMS_DATA',
            'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select', 'at_largest',
-           'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement', 'judge', 'judge_all',
-           'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page', 'chapter_claims', 'verdict_md',
-           'glue_verdict', 'build_claims', 'write_claims']
+           'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement', 'sweep_coverage',
+           'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page',
+           'chapter_claims', 'verdict_md', 'glue_verdict', 'build_claims', 'write_claims']
 
 # %% ../nbs/96_evidence.ipynb #c005
 VERDICTS = ('supports the paper', 'contradicts the paper', 'inconclusive', 'insufficient data', 'not run')
@@ -303,17 +303,37 @@ class Judgement:
     devices: str
     commits: str
     dirty: int                       # rows made from a modified tree
+    pending: str = ''                # a sweep not yet complete: at a larger profile (skipped), or at the one asked for
+    partial: bool = False            # judged (at the profile asked for) on a sweep that is not complete
 
     def label(self) -> str:
         "The verdict as a reader sees it: 'supports the paper (provisional)'."
-        return self.verdict + (' (provisional)' if self.provisional else '')
+        return self.verdict + (' (provisional)' if self.provisional else '') + (' (partial sweep)' if self.partial else '')
+
+def sweep_coverage(name: str, profile: str) -> tuple[int, int] | None:
+    "(trials of experiment `name`'s sweep at `profile` that are stored, trials in the sweep); None: not a registered sweep."
+    from relbook.campaign import intercept           # the trials a run would make, without running any
+    from relbook.harness import trial_key
+    try: trials = intercept(name, profile)[0]
+    except ValueError: return None                   # an unknown experiment, or one without a sweep: its plan is unknown
+    done = store_for(name, profile).done()
+    return sum(trial_key(t) in done for t in trials), len(trials)
+
+def _incomplete(c: Claim, profile: str) -> str:
+    "'' when every experiment of `c` has its whole sweep at `profile` stored (or an unknown plan); else what is missing."
+    short = [(e, cov) for e in c.experiments if (cov := sweep_coverage(e, profile)) and cov[0] < cov[1]]
+    return '; '.join(f"`{profile}` sweep of {e}: {h} of {n} trials stored" for e, (h, n) in short)
 
 def judge(c: Claim, profile: str | None = None) -> Judgement:
-    "Judge a claim from the results store of `profile` (default: the largest profile that has results)."
-    profiles = (profile,) if profile else PROFILE_ORDER[:-1]
+    """Judge a claim from the results store of `profile` (default: the largest profile whose sweep is complete: a sweep still
+    running, or cut short, would judge on a subset of its sizes or seeds; it is named in `pending`). Asked for one profile,
+    it judges what is stored there and marks an incomplete sweep `partial`."""
+    profiles, pending = (profile,) if profile else PROFILE_ORDER[:-1], []
     for p in profiles:
         frames = [store_for(e, p).frame() for e in c.experiments]   # flat rows; empty if it never ran
         if all(f.empty for f in frames): continue
+        if (gap := _incomplete(c, p)) and not profile:
+            pending.append(gap); continue
         df = pd.concat([f for f in frames if not f.empty], ignore_index=True)
         ev = c.evaluate(df)
         if ev.comparison is None or ev.rows.empty: continue
@@ -326,8 +346,9 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
         sha = rows['git_sha'].astype(str) if 'git_sha' in rows else pd.Series(['unknown'] * len(rows))
         dev = rows['device_name'].astype(str) if 'device_name' in rows else pd.Series(['unknown'] * len(rows))
         return Judgement(c, p, ev, cmp_.verdict, decided and still > 0, still, unknown, len(rows), cmp_.n,
-                         ', '.join(sorted(set(dev))), ', '.join(sorted(set(sha))), int(sha.str.endswith('+dirty').sum()))
-    return Judgement(c, None, None, 'not run', False, 0, 0, 0, 0, '', '', 0)
+                         ', '.join(sorted(set(dev))), ', '.join(sorted(set(sha))), int(sha.str.endswith('+dirty').sum()),
+                         '; '.join(pending + ([gap] if gap else [])), bool(gap))
+    return Judgement(c, None, None, 'not run', False, 0, 0, 0, 0, '', '', 0, '; '.join(pending))
 
 # %% ../nbs/96_evidence.ipynb #c027
 def _slug(title: str) -> str:
@@ -357,7 +378,8 @@ def claims_frame(judgements: Sequence[Judgement]) -> pd.DataFrame:
                         method=cmp_.method if cmp_ else '', size=cmp_.size if cmp_ else None,
                         verdict=j.verdict, provisional=j.provisional, label=j.label(), profile=j.profile,
                         seeds=j.seeds, trials=j.trials, still_improving=j.still_improving,
-                        unknown_convergence=j.unknown_convergence, devices=j.devices, commits=j.commits, dirty_rows=j.dirty))
+                        unknown_convergence=j.unknown_convergence, devices=j.devices, commits=j.commits, dirty_rows=j.dirty,
+                        pending=j.pending, partial=j.partial))
     return pd.DataFrame(out)
 
 def scoreboard(frame: pd.DataFrame) -> dict[str, int]:
@@ -372,16 +394,18 @@ CLAIMS_PAGE, CLAIMS_DATA, INDEX_PAGE = 'nbs/claims.md', 'results/claims.json', '
 _BEGIN, _END = '<!-- claims-scoreboard:begin (relbook claims --write) -->', '<!-- claims-scoreboard:end -->'
 
 def _verdict_cell(r) -> str:
-    v = f"**{r['verdict']}**" + (' *(provisional)*' if r['provisional'] else '')
+    v = f"**{r['verdict']}**" + (' *(provisional)*' if r['provisional'] else '') + (' *(partial sweep)*' if _flag(r.get('partial')) else '')
     if isinstance(r['size'], str): v += f"; size {r['size']}"
     return v
 
 def _run_cell(r) -> str:
-    if not isinstance(r['profile'], str): return '—'            # not run (None may arrive as NaN through pandas)
+    wait = r.get('pending') if isinstance(r.get('pending'), str) else ''
+    if not isinstance(r['profile'], str): return _cell(f"— ({wait})") if wait else '—'   # not run (None may arrive as NaN)
     bits = [f"`{r['profile']}`", r['devices'], f"{r['seeds']} seed{'s' * (r['seeds'] != 1)}, {r['trials']} trial{'s' * (r['trials'] != 1)}"]
     if r['still_improving']: bits.append(f"{r['still_improving']} still improving")
     if r['unknown_convergence']: bits.append(f"{r['unknown_convergence']} convergence not recorded")
     if r['dirty_rows']: bits.append(f"{r['dirty_rows']} from a modified tree")
+    if wait: bits.append(wait if _flag(r.get('partial')) else f"not judged until complete: {wait}")
     return '; '.join(_cell(b) for b in bits)
 
 def render_scoreboard(frame: pd.DataFrame, link: str | None = 'claims.md') -> str:
@@ -417,7 +441,9 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            '*insufficient data* with fewer than 3 seeds, and *not run* when no results exist yet. *Provisional* marks a verdict that rests on '
            'a trial whose best model came in the last 10 % of its training budget (still improving). Where a claim gives '
            'a size ("≥ 2×", a margin), *size reached / not reached / undetermined* says whether the interval clears it. '
-           'Each row shows the largest profile with results (full > gpu > quick); the evidence column names it, the device, '
+           'Each row shows the largest profile with results (full > gpu > quick) whose sweep is complete: a sweep still running, '
+           'or cut short, would be judged on a subset of its sizes or seeds, so it waits, named in the evidence column. '
+           'The evidence column names the profile, the device, '
            'the seeds and trials, how many trials were still improving, and how many rows came from a modified tree.', '',
            '## Scoreboard', '', render_scoreboard(frame, link=None), '', '## Claims by paper', '']
     for key, label in PAPERS.items():
