@@ -639,6 +639,10 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              'working tree and no trial runs twice; a trial that a command interrupted resumes from its checkpoint, which stays '
              'on the warm machine (`results/checkpoints/` is not tracked). A run that starts from carried models (chapter 11\'s '
              'second) names their folder, `results/checkpoints/boxworld_imitation_models`, in the call\'s `carry`.', '',
+             'Without a GPU, a run\'s `gpu` trials can run on CPU cores, in as many processes as there are cores '
+             '(`relbook run NAME --profile gpu --shard k/n`, from a clean checkout so that the rows name a commit), over as '
+             'many sessions as they take: commit the finished rows as they come, and the next session, or a later campaign, '
+             'skips them. The runs table counts them (*stored*); the claims page judges at `gpu` only once a sweep is whole.', '',
              'A campaign stops by itself before its budget, checkpoints the trial it is in, and the next campaign resumes it '
              '([](97_campaign.ipynb)). The table gives each experiment\'s **measured** cost at each profile: the number of stored '
              'trials and the sum of their wall times (trial-minutes: trials that ran side by side overlap), on the device named. '
