@@ -19,11 +19,11 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'TRANSFERS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8', 'CONVERGENCE', 'REACH', 'INFORMATIVE',
            'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects',
            'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model', 'SortingProtocol',
-           'sorting_protocol', 'protocol_splits', 'transfer_weights', 'train_sorting', 'size_to_reach',
+           'sorting_protocol', 'protocol_splits', 'transfer_weights', 'patience_stop', 'train_sorting', 'size_to_reach',
            'evaluate_sorting', 'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
            'object_sorting_experiment', 'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment',
-           'random_orthogonal', 'corrupt_objects', 'robustness_trial', 'sorting_robustness_experiment',
-           'robustness_long']
+           'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects',
+           'robustness_trial', 'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -162,13 +162,24 @@ def transfer_weights(src: nn.Module, dst: nn.Module, transfer: str = 'all') -> n
     if unexpected: raise ValueError(f"transfer_weights: keys {unexpected} do not exist in the target model")
     return dst
 
+def patience_stop(history: list[dict], patience: int) -> tuple[int | None, int | None]:
+    "(step at which `patience` validations without a lower validation loss stop a run, its best step then): the harness's rule, replayed."
+    best, best_step, bad = math.inf, None, 0
+    for h in history:
+        if h['val_loss'] < best: best, best_step, bad = h['val_loss'], h['step'], 0
+        else: bad += 1
+        if bad >= patience: return h['step'], best_step
+    return None, best_step
+
 def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: nn.Module | None = None,
-                  transfer: str = 'all', cache: bool = False) -> tuple[nn.Module, dict]:
-    "Train `name` on the first `n_train` pool sequences of `task` ('main' or 'pretrain'); reuse a cached run if asked."
+                  transfer: str = 'all', cache: bool = False, stop: bool = True) -> tuple[nn.Module, dict]:
+    """Train `name` on the first `n_train` pool sequences of `task` ('main' or 'pretrain'); reuse a cached run if asked.
+    `stop=False` trains the whole step budget (no patience) and adds the validation curve and where patience would have stopped."""
     check_choice(task, 'task', ('main', 'pretrain'))
+    if not isinstance(stop, bool): raise ValueError(f"stop must be a bool, got {stop!r}")
     proto = sorting_protocol()
     cfg = replace(SORTING_TRAIN, batch_size=proto.batch_size, max_steps=proto.max_steps(n_train), eval_every=proto.eval_every,
-                  patience=proto.patience)
+                  patience=proto.patience if stop else None)
     path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name)
     if init is not None: transfer_weights(init, net, transfer)
     if cache and init is None and path.exists():
@@ -179,6 +190,9 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
     best = min(res.history, key=lambda h: h['val_loss']) if res.history else {}
     info = dict(best_step=res.best_step, max_steps=res.max_steps, steps=res.steps, stopped_early=res.stopped_early,
                 val_loss=res.best_score, val_acc=best.get('val_acc', math.nan), fit_time_s=res.wall_time_s)
+    if not stop:
+        info['patience_stop_step'], info['patience_best_step'] = patience_stop(res.history, proto.patience)
+        info['val_curve'] = [[int(h['step']), round(float(h['val_loss']), 5), round(float(h.get('val_acc', math.nan)), 5)] for h in res.history]
     if cache and init is None:                       # atomic: parallel shards may train the same model
         atomic_write(path, lambda tmp: torch.save({'model': net.state_dict(), 'info': info}, tmp))
     return net, info
@@ -416,6 +430,21 @@ def sorting_pretraining_experiment() -> pd.DataFrame:
     proto = sorting_protocol()
     return run_sweep('sorting_pretraining', grid(model=list(PRETRAIN_VARIANTS), n_train=proto.pretrain_sizes,
                                                  seed=list(range(proto.seeds))), pretraining_trial)
+
+# %% ../nbs/05_object_sorting.ipynb #plateau-def
+def no_patience_trial(model: str, n_train: int, seed: int) -> dict:
+    "A learning-curve trial trained for its whole step budget (no patience); the best model by validation loss is restored."
+    check_choice(model, 'model', SORTING_VARIANTS)
+    net, info = train_sorting(model, n_train, seed, stop=False)
+    return {**evaluate_sorting(net, protocol_splits(seed).data('test')), **info, 'n_params': count_params(net)}
+
+@experiment('sorting_no_patience')
+def sorting_no_patience_experiment() -> pd.DataFrame:
+    "Figure 5a's trials at one size, trained without patience: does patience stop a model on a plateau?"
+    proto = sorting_protocol()
+    models = by_profile(smoke=['Abstractor'], quick=['Abstractor', 'Transformer'], full=['Abstractor', 'Transformer'])
+    return run_sweep('sorting_no_patience', grid(model=models, n_train=[by_profile(smoke=proto.sizes[0], quick=500, full=500)],
+                                                 seed=list(range(proto.seeds))[:3]), no_patience_trial)
 
 # %% ../nbs/05_object_sorting.ipynb #c029
 ROBUST_LEVELS = {'additive': [0.0, 0.1, 0.25, 0.5, 1.0, 2.0], 'linear': [0.1, 0.2, 0.29, 0.5, 1.0, 2.0],
