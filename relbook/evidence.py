@@ -172,8 +172,11 @@ def _flag(x) -> bool | None:
     if x is None or (isinstance(x, float) and math.isnan(x)): return None
     return bool(x)
 
-def convergence(row: dict | pd.Series, best: str | None = None, budget: str | None = None, tail: float = TAIL) -> str:
-    "'converged', 'still improving' (best in the last `tail` of the budget) or 'unknown' for one result row."
+def convergence(row: dict | pd.Series, best: str | None = None, budget: str | None = None, tail: float = TAIL,
+                patience_converges: bool = True) -> str:
+    """'converged', 'still improving' (best in the last `tail` of the budget) or 'unknown' for one result row.
+    `patience_converges=False`: a run that patience stopped counts as still improving (a task where runs were shown to leave a
+    plateau that outlasts the patience)."""
     row = dict(row)
     pairs = ((best, budget),) if best else _BEST_BUDGET
     for b_key, n_key in pairs:
@@ -181,7 +184,7 @@ def convergence(row: dict | pd.Series, best: str | None = None, budget: str | No
         if b is None or n is None or n <= 0: continue
         early = _flag(row.get('fit_stopped_early'))               # the harness's record of the fit, else the trial's own
         if early is True or (early is None and _flag(row.get('stopped_early')) is True):
-            return 'converged'              # patience ran out: the model stopped improving before its budget
+            return 'converged' if patience_converges else 'still improving'   # patience ran out before the budget
         return 'still improving' if b > (1 - tail) * n else 'converged'
     return 'unknown'
 
@@ -215,6 +218,7 @@ class Evidence:
     rows: pd.DataFrame               # every result row the verdict rests on (for seeds, convergence, provenance)
     note: str = ''                   # anything a reader must know next to the verdict
     convergence_keys: tuple | bool | None = None   # (best, budget) fields if named unusually; False: nothing was trained
+    patience_converges: bool = True  # False: a run stopped by patience counts as still improving (see `convergence`)
 
 def conditions(df: pd.DataFrame, metric: str, a: dict, b: dict | float, *, at: dict | None = None,
                labels: tuple[str, str] | None = None, agg: str = 'mean', seed: str = 'seed', digits: int = 3,
@@ -339,7 +343,8 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
         if ev.comparison is None or ev.rows.empty: continue
         rows = ev.rows
         keys = ev.convergence_keys
-        conv = [] if keys is False else [convergence(r, *(keys or (None, None))) for r in rows.to_dict('records')]
+        conv = [] if keys is False else [convergence(r, *(keys or (None, None)), patience_converges=ev.patience_converges)
+                                         for r in rows.to_dict('records')]
         still, unknown = conv.count('still improving'), conv.count('unknown')
         cmp_ = ev.comparison
         decided = cmp_.verdict in ('supports the paper', 'contradicts the paper', 'inconclusive')
@@ -439,7 +444,8 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            'with a 95 % Student-t interval of the effect ([](96_evidence.ipynb)). The verdict is *supports the paper* or '
            "*contradicts the paper* when the interval excludes no effect on one side, *inconclusive* when it allows both, "
            '*insufficient data* with fewer than 3 seeds, and *not run* when no results exist yet. *Provisional* marks a verdict that rests on '
-           'a trial whose best model came in the last 10 % of its training budget (still improving). Where a claim gives '
+           'a trial whose best model came in the last 10 % of its training budget (still improving), or, in a chapter that showed '
+           'patience stopping runs on a plateau they later leave, one that patience stopped. Where a claim gives '
            'a size ("≥ 2×", a margin), *size reached / not reached / undetermined* says whether the interval clears it. '
            'Each row shows the largest profile with results (full > gpu > quick) whose sweep is complete: a sweep still running, '
            'or cut short, would be judged on a subset of its sizes or seeds, so it waits, named in the evidence column. '

@@ -16,14 +16,14 @@ from .evidence import Evidence, claim, compare, conditions, convergence
 
 # %% auto #0
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN',
-           'TRANSFERS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8', 'CONVERGENCE', 'REACH', 'INFORMATIVE',
-           'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects',
-           'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model', 'SortingProtocol',
-           'sorting_protocol', 'protocol_splits', 'transfer_weights', 'patience_stop', 'train_sorting', 'size_to_reach',
-           'evaluate_sorting', 'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
-           'object_sorting_experiment', 'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment',
-           'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects',
-           'robustness_trial', 'sorting_robustness_experiment', 'robustness_long']
+           'TRANSFERS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE',
+           'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects',
+           'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model',
+           'SortingProtocol', 'sorting_protocol', 'protocol_splits', 'transfer_weights', 'patience_stop',
+           'train_sorting', 'size_to_reach', 'evaluate_sorting', 'with_budget', 'retained', 'informative_levels',
+           'robustness_by_level', 'sorting_trial', 'object_sorting_experiment', 'rng_kept', 'pretraining_trial',
+           'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal',
+           'corrupt_objects', 'robustness_trial', 'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -219,6 +219,11 @@ SECTION_5A = 'Experiment 1: sample efficiency (Figure 5a)'
 SECTION_5B = 'Experiment 2: transfer through pre-training (Figure 5b)'
 SECTION_8 = 'Experiment 3: robustness to corrupted objects (Figure 8)'
 CONVERGENCE = ('best_step', 'max_steps')     # the restored model's step and the run's step budget (rows of train_sorting)
+# The plateau check (`sorting_no_patience`) showed patience stopping runs on a plateau that they leave when trained on, so
+# here a run stopped by patience is not counted as converged: it counts as still improving, and a verdict resting on one
+# is provisional until the sweeps train without that stop
+PATIENCE_CONVERGES = False
+PLATEAU_NOTE = 'a run stopped by patience counts as still improving: on this task patience stops runs on a plateau they later leave'
 
 def with_budget(df: pd.DataFrame) -> pd.DataFrame:
     "Rows of the object-sorting experiments, checked to carry what the convergence rule reads (best step, budget, early stop)."
@@ -241,9 +246,10 @@ def _curve_claim(a: str, b: str, note: str = '', **compare_kw):
     def evaluate(df: pd.DataFrame) -> Evidence:
         df = with_budget(df)
         ev = conditions(df, 'ar_seq_acc', {'model': a}, {'model': b}, convergence_keys=CONVERGENCE, **compare_kw)
+        ev.patience_converges = PATIENCE_CONVERGES
         el = lambda m: df.loc[df['model'] == m, 'acc'].mean()      # the secondary metric: per element, teacher forcing
         ev.note = '; '.join(x for x in (f"per element (teacher forcing): {a} {el(a):.3f}, {b} {el(b):.3f}",
-                                         _pretrain_note(df, a), note) if x)
+                                         _pretrain_note(df, a), note, PLATEAU_NOTE) if x)
         return ev
     return evaluate
 
@@ -269,7 +275,8 @@ def _data_ratio(df: pd.DataFrame) -> Evidence:
             f"the Transformer's need, and the ratio means nothing where the Abstractor is censored; censored seeds: "
             f"Transformer {int((tf == cap).sum())}, Abstractor {int((ab == cap).sum())}")
     ours = f"sequences to reach {REACH}: Transformer {tf.mean():,.0f}, Abstractor {ab.mean():,.0f}"
-    return Evidence(compare(tf, ab, ratio=True, size=2), ours, rows, note=note, convergence_keys=CONVERGENCE)
+    return Evidence(compare(tf, ab, ratio=True, size=2), ours, rows, note='; '.join(x for x in (note, PLATEAU_NOTE) if x),
+                    convergence_keys=CONVERGENCE, patience_converges=PATIENCE_CONVERGES)
 
 # %% ../nbs/05_object_sorting.ipynb #claims-h3
 INFORMATIVE = 0.05   # a corruption level counts if either model still sorts this share of test sequences there (mean over seeds)
@@ -313,7 +320,8 @@ def _robustness(kind: str):
         ab, tf = r.xs('Abstractor', level='model')[levels], r.xs('Transformer', level='model')[levels]
         per_level = ', '.join(f"{s:g}: {ab[s].mean():.2f} vs {tf[s].mean():.2f}" for s in levels)
         ours = f"share kept, mean over levels {levels}: Abstractor {ab.mean(axis=1).mean():.3f}, Transformer {tf.mean(axis=1).mean():.3f} ({per_level})"
-        return Evidence(compare(ab.mean(axis=1), tf.mean(axis=1)), ours, rows, note=note, convergence_keys=CONVERGENCE)
+        return Evidence(compare(ab.mean(axis=1), tf.mean(axis=1)), ours, rows, note='; '.join(x for x in (note, PLATEAU_NOTE) if x),
+                        convergence_keys=CONVERGENCE, patience_converges=PATIENCE_CONVERGES)
     return evaluate
 
 # %% ../nbs/05_object_sorting.ipynb #claims
