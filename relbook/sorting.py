@@ -235,7 +235,7 @@ def _pretrain_note(df: pd.DataFrame, model: str) -> str:
     "The extra training a pre-trained variant got, from its rows."
     rows = df[df['model'] == model]
     if rows.empty or 'pretrain_steps' not in rows: return ''
-    still = sum(convergence(dict(best_step=b, max_steps=m, stopped_early=s)) == 'still improving'
+    still = sum(convergence(dict(best_step=b, max_steps=m, stopped_early=s), patience_converges=PATIENCE_CONVERGES) == 'still improving'
                 for b, m, s in zip(rows['pretrain_best_step'], rows['pretrain_max_steps'], rows['pretrain_stopped_early']))
     return (f"pre-training: {sorting_protocol(rows['profile'].iloc[0]).pretrain_n:,} sequences of the permuted task, "
             f"{rows['pretrain_steps'].mean():,.0f} extra optimizer steps on average ({rows['pretrain_fit_time_s'].mean():.0f} s), "
