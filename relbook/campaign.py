@@ -535,17 +535,16 @@ def _run_lines(gp: dict) -> list[str]:
     total, unpriced, held = 0.0, [], [r for r in GPU_RUNS if r in GPU_HOLD]
     for run, names in GPU_RUNS.items():
         es = [ex.get(n) for n in names]
+        command = f"`relbook campaign --profile gpu --budget 24m --workers {gp['workers']} --device cuda {' '.join(names)}`"
         if run in GPU_HOLD:
-            wall = '–'
-            lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | {_stored(names)} | {GPU_HOLD[run]} |"); continue
-        if any(e is None or 'note' in e for e in es):
+            wall, command = '–', GPU_HOLD[run]
+        elif any(e is None or 'note' in e for e in es):
             unpriced.append(run); wall = '– (not estimated)'
         else:
             t = sum(e['wall_min'] for e in es); total += t
             together = all(e.get('after', []) == names[:i] for i, e in enumerate(es))
             wall = f"{t:.1f}" + ('' if together else ' (estimated separately)') + (f' **over {RUN_LIMIT_MIN}**' if t > RUN_LIMIT_MIN else '')
-        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | {_stored(names)} | "
-                     f"`relbook campaign --profile gpu --budget 24m --workers {gp['workers']} --device cuda {' '.join(names)}` |")
+        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | {_stored(names)} | {command} |")
     lines += ['', f"In all: {total:.0f} minutes of expected wall time over {len(GPU_RUNS) - len(unpriced) - len(held)} runs"
                   + (f" (not yet estimated: {', '.join(unpriced)})" if unpriced else '')
                   + (f" (held: {', '.join(held)})" if held else '') + '.']

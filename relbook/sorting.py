@@ -225,6 +225,12 @@ CONVERGENCE = ('best_step', 'max_steps')     # the restored model's step and the
 PATIENCE_CONVERGES = False
 PLATEAU_NOTE = 'a run stopped by patience counts as still improving: on this task patience stops runs on a plateau they later leave'
 
+def _plateau(ev: Evidence) -> Evidence:
+    "Every claim of this chapter: runs stopped by patience are not counted as converged, and the note says so."
+    ev.patience_converges = PATIENCE_CONVERGES
+    ev.note = '; '.join(x for x in (ev.note, PLATEAU_NOTE) if x)
+    return ev
+
 def with_budget(df: pd.DataFrame) -> pd.DataFrame:
     "Rows of the object-sorting experiments, checked to carry what the convergence rule reads (best step, budget, early stop)."
     missing = [k for k in (*CONVERGENCE, 'stopped_early') if k not in df.columns]
@@ -246,11 +252,10 @@ def _curve_claim(a: str, b: str, note: str = '', **compare_kw):
     def evaluate(df: pd.DataFrame) -> Evidence:
         df = with_budget(df)
         ev = conditions(df, 'ar_seq_acc', {'model': a}, {'model': b}, convergence_keys=CONVERGENCE, **compare_kw)
-        ev.patience_converges = PATIENCE_CONVERGES
         el = lambda m: df.loc[df['model'] == m, 'acc'].mean()      # the secondary metric: per element, teacher forcing
         ev.note = '; '.join(x for x in (f"per element (teacher forcing): {a} {el(a):.3f}, {b} {el(b):.3f}",
-                                         _pretrain_note(df, a), note, PLATEAU_NOTE) if x)
-        return ev
+                                         _pretrain_note(df, a), note) if x)
+        return _plateau(ev)
     return evaluate
 
 # %% ../nbs/05_object_sorting.ipynb #claims-h2
@@ -275,8 +280,7 @@ def _data_ratio(df: pd.DataFrame) -> Evidence:
             f"the Transformer's need, and the ratio means nothing where the Abstractor is censored; censored seeds: "
             f"Transformer {int((tf == cap).sum())}, Abstractor {int((ab == cap).sum())}")
     ours = f"sequences to reach {REACH}: Transformer {tf.mean():,.0f}, Abstractor {ab.mean():,.0f}"
-    return Evidence(compare(tf, ab, ratio=True, size=2), ours, rows, note='; '.join(x for x in (note, PLATEAU_NOTE) if x),
-                    convergence_keys=CONVERGENCE, patience_converges=PATIENCE_CONVERGES)
+    return _plateau(Evidence(compare(tf, ab, ratio=True, size=2), ours, rows, note=note, convergence_keys=CONVERGENCE))
 
 # %% ../nbs/05_object_sorting.ipynb #claims-h3
 INFORMATIVE = 0.05   # a corruption level counts if either model still sorts this share of test sequences there (mean over seeds)
@@ -320,8 +324,7 @@ def _robustness(kind: str):
         ab, tf = r.xs('Abstractor', level='model')[levels], r.xs('Transformer', level='model')[levels]
         per_level = ', '.join(f"{s:g}: {ab[s].mean():.2f} vs {tf[s].mean():.2f}" for s in levels)
         ours = f"share kept, mean over levels {levels}: Abstractor {ab.mean(axis=1).mean():.3f}, Transformer {tf.mean(axis=1).mean():.3f} ({per_level})"
-        return Evidence(compare(ab.mean(axis=1), tf.mean(axis=1)), ours, rows, note='; '.join(x for x in (note, PLATEAU_NOTE) if x),
-                        convergence_keys=CONVERGENCE, patience_converges=PATIENCE_CONVERGES)
+        return _plateau(Evidence(compare(ab.mean(axis=1), tf.mean(axis=1)), ours, rows, note=note, convergence_keys=CONVERGENCE))
     return evaluate
 
 # %% ../nbs/05_object_sorting.ipynb #claims
