@@ -342,6 +342,10 @@ def test_every_page_in_the_browser(browser, book_html):
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=2) as pool:  # two cores on CI
         doms = list(pool.map(lambda p: dump_checked_dom(browser, p), pages))
+    # A page whose in-page check left no report is loaded once more, alone: on two loaded cores Chromium's virtual-time
+    # budget can run out before the load event (seen once on chapter 7 in a fresh-clone run). The second load must
+    # report, and its report is checked like any other; a page that never finishes loading still fails.
+    doms = [dump_checked_dom(browser, p) if browser_report(_soup(dom)) is None else dom for p, dom in zip(pages, doms)]
     failures = {str(p.relative_to(book_html)): problems for p, dom in zip(pages, doms)
                 if (problems := check_page(dom, p, book_html))}
     print(f"\nchecked {len(pages)} pages in Chromium in {time.perf_counter() - start:.1f} s")
