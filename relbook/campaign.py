@@ -515,8 +515,9 @@ GPU_RUNS = {'chapter 5': ['object_sorting', 'sorting_robustness', 'sorting_pretr
 CPU_DECIDED = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control']}
 RUN_LIMIT_MIN = 25
 # Runs whose `gpu` protocol is known to need a change: a GPU run of them now would be spent on settings about to be replaced
-GPU_HOLD = {'chapter 5': 'held: its patience stops models on a plateau that they leave when trained on '
-                         '([chapter 5](05_object_sorting.ipynb#does-patience-stop-a-model-in-a-plateau)); the stopping rule changes first'}
+GPU_HOLD = {'chapter 5': 'held: its stopping rule has changed (patience on validation accuracy, not loss: '
+                         '[chapter 5](05_object_sorting.ipynb#does-patience-stop-a-model-in-a-plateau)) and so has its budget; '
+                         'its cost is estimated again once the `quick` sweep under the new rule shows how long the models train'}
 
 def _stored(names: Sequence[str]) -> str:
     "How many of a run's `gpu` trials are stored, from any device ('–' where a plan is unknown)."

@@ -173,11 +173,13 @@ def _flag(x) -> bool | None:
     return bool(x)
 
 def convergence(row: dict | pd.Series, best: str | None = None, budget: str | None = None, tail: float = TAIL,
-                patience_converges: bool = True) -> str:
+                patience_converges: bool | str = True) -> str:
     """'converged', 'still improving' (best in the last `tail` of the budget) or 'unknown' for one result row.
     `patience_converges=False`: a run that patience stopped counts as still improving (a task where runs were shown to leave a
-    plateau that outlasts the patience)."""
+    plateau that outlasts the patience). A string names a yes/no field of the row that decides it row by row (rows of two
+    stopping rules side by side; a row without the field counts as False)."""
     row = dict(row)
+    if isinstance(patience_converges, str): patience_converges = bool(_flag(row.get(patience_converges)))
     pairs = ((best, budget),) if best else _BEST_BUDGET
     for b_key, n_key in pairs:
         b, n = _num(row.get(b_key)), _num(row.get(n_key))
@@ -218,7 +220,7 @@ class Evidence:
     rows: pd.DataFrame               # every result row the verdict rests on (for seeds, convergence, provenance)
     note: str = ''                   # anything a reader must know next to the verdict
     convergence_keys: tuple | bool | None = None   # (best, budget) fields if named unusually; False: nothing was trained
-    patience_converges: bool = True  # False: a run stopped by patience counts as still improving (see `convergence`)
+    patience_converges: bool | str = True  # False: a run stopped by patience counts as still improving; a str: a row's field decides (`convergence`)
 
 def conditions(df: pd.DataFrame, metric: str, a: dict, b: dict | float, *, at: dict | None = None,
                labels: tuple[str, str] | None = None, agg: str = 'mean', seed: str = 'seed', digits: int = 3,

@@ -16,14 +16,15 @@ from .evidence import Evidence, claim, compare, conditions, convergence
 
 # %% auto #0
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN',
-           'TRANSFERS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE',
-           'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects',
-           'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model',
-           'SortingProtocol', 'sorting_protocol', 'protocol_splits', 'transfer_weights', 'patience_stop',
-           'train_sorting', 'size_to_reach', 'evaluate_sorting', 'with_budget', 'retained', 'informative_levels',
-           'robustness_by_level', 'sorting_trial', 'object_sorting_experiment', 'rng_kept', 'pretraining_trial',
-           'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal',
-           'corrupt_objects', 'robustness_trial', 'sorting_robustness_experiment', 'robustness_long']
+           'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8', 'CONVERGENCE',
+           'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS',
+           'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits',
+           'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'protocol_splits',
+           'transfer_weights', 'patience_stop', 'train_sorting', 'size_to_reach', 'evaluate_sorting', 'with_budget',
+           'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment',
+           'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment', 'no_patience_trial',
+           'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
+           'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -107,12 +108,12 @@ class SortingProtocol:
     batch_size: int        # mini-batch size (paper: 512)
     seeds: int             # trials per size (each seed draws new objects, data and initialisation)
     robust_seeds: int      # trained models per architecture in the robustness study
-    n_val: int             # validation sequences (model selection and early stopping)
+    n_val: int             # validation sequences (early stopping and model selection)
     n_test: int            # test sequences
     max_epochs: int        # epoch budget per training run ...
     min_steps: int         # ... but at least this many optimizer steps (small sets get 1-2 steps an epoch)
     eval_every: int        # optimizer steps between validations
-    patience: int          # validations without a lower validation loss before stopping
+    patience: int          # validations without a higher validation accuracy (teacher forcing, per element) before stopping
     pretrain_n: int        # pre-training set size (paper: 3,000)
     robust_n: int          # training-set size of the robustness study (paper: 3,000)
     robust_draws: int      # corruption draws per noise level (paper: 5)
@@ -125,15 +126,19 @@ def sorting_protocol(profile: str | None = None) -> SortingProtocol:
     "The object-sorting protocol at a profile (full = the papers' grid)."
     return by_profile(
         smoke=SortingProtocol([100, 300], [100], 128, 1, 1, 64, 128, 2, 4, 2, 2, 300, 300, 2),
-        quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 6000, 50, 5, 3000, 3000, 3),
+        quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 10000, 50, 20, 3000, 3000, 3),
         # gpu: sized by `relbook estimate` so that the chapter's three sweeps fit one 25-minute H100 campaign (runbook page)
         gpu=SortingProtocol([100, 250, 500, 1000, 3000], [250, 500, 1000],
-                            512, 5, 5, 500, 2000, 400, 3000, 25, 20, 3000, 3000, 5),
-        full=SortingProtocol(list(range(100, 3001, 100)), list(range(100, 3001, 100)), 512, 10, 10, 500, 2000, 400, 3000, 25, 20,
+                            512, 5, 5, 500, 2000, 400, 10000, 25, 40, 3000, 3000, 5),
+        full=SortingProtocol(list(range(100, 3001, 100)), list(range(100, 3001, 100)), 512, 10, 10, 500, 2000, 400, 10000, 25, 40,
                              3000, 3000, 5), profile=profile)
 
-# App. B.2.1: Adam 1e-3, β = (0.9, 0.999), ε = 1e-7 (Keras), "restore the best model according to validation loss"
-SORTING_TRAIN = TrainConfig(optimizer='adam', lr=1e-3, betas=(0.9, 0.999), batch_size=512, monitor='loss', mode='min')
+# App. B.2.1: Adam 1e-3, β = (0.9, 0.999), ε = 1e-7 (Keras). Stopping and model selection follow the official script
+# (EarlyStopping(monitor='val_teacher_forcing_accuracy', mode='max', restore_best_weights=True)), not App. B.2.1's "best model
+# according to validation loss": patience on the loss stops runs on a plateau that they leave (the plateau check below)
+SORTING_TRAIN = TrainConfig(optimizer='adam', lr=1e-3, betas=(0.9, 0.999), batch_size=512, monitor='acc', mode='max')
+# App. B.2.1 read literally: the whole budget, no early stopping, the best model by validation loss (the plateau check's rule)
+SORTING_TRAIN_LITERAL = replace(SORTING_TRAIN, monitor='loss', mode='min')
 
 # %% ../nbs/05_object_sorting.ipynb #c015
 TRANSFERS = ('all', 'decoder')   # what a pre-trained model hands on: every weight, or the decoder's only (official Transformer)
@@ -162,11 +167,14 @@ def transfer_weights(src: nn.Module, dst: nn.Module, transfer: str = 'all') -> n
     if unexpected: raise ValueError(f"transfer_weights: keys {unexpected} do not exist in the target model")
     return dst
 
-def patience_stop(history: list[dict], patience: int) -> tuple[int | None, int | None]:
-    "(step at which `patience` validations without a lower validation loss stop a run, its best step then): the harness's rule, replayed."
+def patience_stop(history: list[dict], patience: int, key: str = 'val_loss', mode: str = 'min') -> tuple[int | None, int | None]:
+    """(step at which `patience` validations without a better `key` stop a run, its best step then; None if it never stops):
+    the harness's rule (strict improvement, the first of equal scores kept), replayed on a recorded validation curve."""
+    check_choice(mode, 'mode', ('min', 'max')); check_positive(patience, 'patience')
+    sign = 1 if mode == 'min' else -1
     best, best_step, bad = math.inf, None, 0
     for h in history:
-        if h['val_loss'] < best: best, best_step, bad = h['val_loss'], h['step'], 0
+        if sign * h[key] < best: best, best_step, bad = sign * h[key], h['step'], 0
         else: bad += 1
         if bad >= patience: return h['step'], best_step
     return None, best_step
@@ -174,12 +182,13 @@ def patience_stop(history: list[dict], patience: int) -> tuple[int | None, int |
 def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: nn.Module | None = None,
                   transfer: str = 'all', cache: bool = False, stop: bool = True) -> tuple[nn.Module, dict]:
     """Train `name` on the first `n_train` pool sequences of `task` ('main' or 'pretrain'); reuse a cached run if asked.
-    `stop=False` trains the whole step budget (no patience) and adds the validation curve and where patience would have stopped."""
+    `stop=True`: the protocol's rule (patience on validation accuracy, best model by it); `stop=False`: App. B.2.1 read
+    literally (the whole step budget, the best model by validation loss), with the validation curve in the returned info."""
     check_choice(task, 'task', ('main', 'pretrain'))
     if not isinstance(stop, bool): raise ValueError(f"stop must be a bool, got {stop!r}")
     proto = sorting_protocol()
-    cfg = replace(SORTING_TRAIN, batch_size=proto.batch_size, max_steps=proto.max_steps(n_train), eval_every=proto.eval_every,
-                  patience=proto.patience if stop else None)
+    cfg = replace(SORTING_TRAIN if stop else SORTING_TRAIN_LITERAL, batch_size=proto.batch_size, max_steps=proto.max_steps(n_train),
+                  eval_every=proto.eval_every, patience=proto.patience if stop else None)
     path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name)
     if init is not None: transfer_weights(init, net, transfer)
     if cache and init is None and path.exists():
@@ -187,11 +196,10 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
         net.load_state_dict(saved['model']); return net.to(get_device()), saved['info']
     sp = protocol_splits(seed, task == 'pretrain')
     res = fit(net, Seq2Seq(pad_id=-1), sp.data('pool', n_train), sp.data('val'), cfg, seed=seed, progress=False)
-    best = min(res.history, key=lambda h: h['val_loss']) if res.history else {}
-    info = dict(best_step=res.best_step, max_steps=res.max_steps, steps=res.steps, stopped_early=res.stopped_early,
-                val_loss=res.best_score, val_acc=best.get('val_acc', math.nan), fit_time_s=res.wall_time_s)
+    best = next((h for h in res.history if h['step'] == res.best_step), {})      # the restored model's validation
+    info = dict(best_step=res.best_step, max_steps=res.max_steps, steps=res.steps, stopped_early=res.stopped_early, monitor=cfg.monitor,
+                val_loss=best.get('val_loss', math.nan), val_acc=best.get('val_acc', math.nan), fit_time_s=res.wall_time_s)
     if not stop:
-        info['patience_stop_step'], info['patience_best_step'] = patience_stop(res.history, proto.patience)
         info['val_curve'] = [[int(h['step']), round(float(h['val_loss']), 5), round(float(h.get('val_acc', math.nan)), 5)] for h in res.history]
     if cache and init is None:                       # atomic: parallel shards may train the same model
         atomic_write(path, lambda tmp: torch.save({'model': net.state_dict(), 'info': info}, tmp))
@@ -219,30 +227,41 @@ SECTION_5A = 'Experiment 1: sample efficiency (Figure 5a)'
 SECTION_5B = 'Experiment 2: transfer through pre-training (Figure 5b)'
 SECTION_8 = 'Experiment 3: robustness to corrupted objects (Figure 8)'
 CONVERGENCE = ('best_step', 'max_steps')     # the restored model's step and the run's step budget (rows of train_sorting)
-# The plateau check (`sorting_no_patience`) showed patience stopping runs on a plateau that they leave when trained on, so
-# here a run stopped by patience is not counted as converged: it counts as still improving, and a verdict resting on one
-# is provisional until the sweeps train without that stop
-PATIENCE_CONVERGES = False
-PLATEAU_NOTE = 'a run stopped by patience counts as still improving: on this task patience stops runs on a plateau they later leave'
+# The plateau check (`sorting_no_patience`) showed patience on the validation *loss* stopping runs on a plateau that they
+# leave when trained on; patience on the validation *accuracy* (the official script's monitor, SORTING_TRAIN) did not stop
+# any of them early. So a row's patience stop counts as converged only under the accuracy rule: rows of the loss rule
+# (`monitor` 'loss', or no `monitor`: rows from before the change) count as still improving, and a verdict resting on one
+# is provisional until its sweep is re-run.
+PATIENCE_CONVERGES = 'patience_converges'      # the field of a row (set by with_budget) that decides it, row by row
+PLATEAU_NOTE = ('{n} of {m} runs trained under the earlier rule, patience on the validation loss, shown to stop runs on a plateau '
+                'they later leave: those it stopped count as still improving')
+
+def _rule(df: pd.DataFrame, prefix: str = '') -> pd.Series:
+    "Per row: is its (pre-training, with prefix 'pretrain_') run's patience stop one that counts — the accuracy rule's?"
+    col = f'{prefix}monitor'
+    return df[col].eq(SORTING_TRAIN.monitor) if col in df.columns else pd.Series(False, index=df.index)
 
 def _plateau(ev: Evidence) -> Evidence:
-    "Every claim of this chapter: runs stopped by patience are not counted as converged, and the note says so."
+    "Every claim of this chapter: a run's patience stop counts by its rule, and the note names the runs of the loss rule."
     ev.patience_converges = PATIENCE_CONVERGES
-    ev.note = '; '.join(x for x in (ev.note, PLATEAU_NOTE) if x)
+    old = ~ev.rows[PATIENCE_CONVERGES].astype(bool) if PATIENCE_CONVERGES in ev.rows else pd.Series(True, index=ev.rows.index)
+    if old.any(): ev.note = '; '.join(x for x in (ev.note, PLATEAU_NOTE.format(n=int(old.sum()), m=len(ev.rows))) if x)
     return ev
 
 def with_budget(df: pd.DataFrame) -> pd.DataFrame:
-    "Rows of the object-sorting experiments, checked to carry what the convergence rule reads (best step, budget, early stop)."
+    """Rows of the object-sorting experiments, checked to carry what the convergence rule reads (best step, budget, early
+    stop), with the field that says whether each row's patience stop counts (`PATIENCE_CONVERGES`)."""
     missing = [k for k in (*CONVERGENCE, 'stopped_early') if k not in df.columns]
     if missing and len(df): raise ValueError(f"sorting rows lack {missing}: rows of an older protocol; rerun the sweep")
-    return df
+    return df.assign(**{PATIENCE_CONVERGES: _rule(df)})
 
 def _pretrain_note(df: pd.DataFrame, model: str) -> str:
     "The extra training a pre-trained variant got, from its rows."
     rows = df[df['model'] == model]
     if rows.empty or 'pretrain_steps' not in rows: return ''
-    still = sum(convergence(dict(best_step=b, max_steps=m, stopped_early=s), patience_converges=PATIENCE_CONVERGES) == 'still improving'
-                for b, m, s in zip(rows['pretrain_best_step'], rows['pretrain_max_steps'], rows['pretrain_stopped_early']))
+    still = sum(convergence(dict(best_step=b, max_steps=m, stopped_early=s), patience_converges=bool(ok)) == 'still improving'
+                for b, m, s, ok in zip(rows['pretrain_best_step'], rows['pretrain_max_steps'], rows['pretrain_stopped_early'],
+                                       _rule(rows, 'pretrain_')))
     return (f"pre-training: {sorting_protocol(rows['profile'].iloc[0]).pretrain_n:,} sequences of the permuted task, "
             f"{rows['pretrain_steps'].mean():,.0f} extra optimizer steps on average ({rows['pretrain_fit_time_s'].mean():.0f} s), "
             f"{still} of {len(rows)} pre-training runs still improving")

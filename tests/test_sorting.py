@@ -46,7 +46,7 @@ def test_convergence_reads_the_step_budget_and_early_stopping():
 
 def test_step_budget_has_a_floor_for_small_training_sets():
     p = so.sorting_protocol('quick')
-    assert p.max_steps(250) == p.min_steps and p.max_steps(3000) == p.max_epochs * 24
+    assert p.max_steps(250) == p.min_steps and p.max_steps(20_000) == p.max_epochs * 157   # 400 epochs of 157 batches
     f = so.sorting_protocol('full')
     assert f.batch_size == 512 and f.max_steps(100) == f.min_steps
 
