@@ -178,6 +178,8 @@ class TrainConfig:
     patience: int | None = None       # evaluations without improvement before stopping (None: never)
     min_delta: float = 0.0            # an improvement of the monitored score by less than this does not reset patience
     baseline: float | None = None     # patience restarts only on scores that also beat this (Keras' baseline; None: no such bar)
+    tie_break: str | None = None      # a second validation metric, lower is better, that picks among models of equal `monitor`
+                                      # score (e.g. several at accuracy 1.0); it does not reset patience (None: the first is kept)
     grad_clip: float | None = None    # clip the gradient norm to this value
     schedule: str = 'constant'        # learning-rate schedule: 'constant', 'cosine' or 'linear' decay to 0
     warmup_steps: int = 0             # linear warm-up steps before the schedule
@@ -197,6 +199,8 @@ class TrainConfig:
         check_positive(self.eval_batch_size, 'eval_batch_size')
         check_finite(self.min_delta, 'min_delta', lo=0)
         if self.baseline is not None: check_finite(self.baseline, 'baseline')
+        if self.tie_break is not None and not (isinstance(self.tie_break, str) and self.tie_break):
+            raise ValueError(f"tie_break must be a metric name (str) or None, got {self.tie_break!r}")
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False, finite=True)   # a negative clip would train uphill
         if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
             raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")
@@ -296,10 +300,11 @@ def _save_ckpt(path, model, opt, gen, state, device):
     atomic_write(path, lambda tmp: torch.save(blob, tmp))
 
 def _check_monitor(model, task, val, cfg) -> None:
-    "Fail before training, not after an epoch, when the task reports no `cfg.monitor` metric."
+    "Fail before training, not after an epoch, when the task reports no `cfg.monitor` (or `cfg.tie_break`) metric."
     probe = task.evaluate(model, subset(val, torch.arange(min(2, n_items(val)), device=val[0].device)), cfg.eval_batch_size)
-    if cfg.monitor not in probe:
-        raise ValueError(f"monitor must name a metric that {type(task).__name__} reports, one of {sorted(probe)}; got {cfg.monitor!r}")
+    for arg in ('monitor', 'tie_break'):
+        if (m := getattr(cfg, arg)) is not None and m not in probe:
+            raise ValueError(f"{arg} must name a metric that {type(task).__name__} reports, one of {sorted(probe)}; got {m!r}")
 
 # %% ../nbs/91_harness.ipynb #c016
 def _forward_backward(model, task, batch, opt, amp) -> torch.Tensor:
@@ -325,6 +330,7 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
     val = None if val is None else tuple(t.to(device) for t in check_data(val, 'val'))
     if val is not None: _check_monitor(model, task, val, cfg)
     key = f'val_{cfg.monitor}' if val is not None else 'train_loss'
+    tie = f'val_{cfg.tie_break}' if val is not None and cfg.tie_break else None   # picks among equal scores, lower is better
     lower = cfg.mode == 'min' or val is None
     better = (lambda a, b: a < b) if lower else (lambda a, b: a > b)
     counts = lambda a, ref: better(a, ref - cfg.min_delta if lower else ref + cfg.min_delta)   # an improvement that resets patience
@@ -340,7 +346,7 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
         if (fits := _trial_fits.get()) is not None: fits.append(res)
         return res
     # order/pos: this epoch's shuffle and the place in it; run_sum/run_n: the training loss since the last evaluation
-    st = dict(step=0, best_state=None, best_step=0, best_score=None, ref=None, bad=0, history=[], stopped_early=False,
+    st = dict(step=0, best_state=None, best_step=0, best_score=None, best_tie=None, ref=None, bad=0, history=[], stopped_early=False,
               order=None, pos=0, run_sum=0.0, run_n=0)
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     if ckpt is not None and Path(ckpt).exists():
@@ -366,8 +372,10 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
             rec = _evaluate(model, task, train_loss, val, cfg, st['step'], st['step'] / per_epoch)
             run_sum.zero_(); st['run_n'] = 0; st['history'].append(rec); score = rec[key]
             if not math.isfinite(score): raise FloatingPointError(f"{key} is {score} at step {st['step']}: no best model can be chosen")
-            if st['best_score'] is None or better(score, st['best_score']):
-                st.update(best_score=score, best_step=st['step'],
+            tied = (tie is not None and score == st['best_score']
+                    and (st['best_tie'] is None or rec[tie] < st['best_tie']))    # equal score, lower tie-break metric
+            if st['best_score'] is None or better(score, st['best_score']) or tied:
+                st.update(best_score=score, best_step=st['step'], best_tie=rec[tie] if tie else None,
                           best_state={k: v.detach().clone() for k, v in model.state_dict().items()})
             if st['ref'] is None or counts(score, st['ref']):      # ref: the score patience counts from
                 st['ref'] = score
