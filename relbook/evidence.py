@@ -446,8 +446,8 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            'with a 95 % Student-t interval of the effect ([](96_evidence.ipynb)). The verdict is *supports the paper* or '
            "*contradicts the paper* when the interval excludes no effect on one side, *inconclusive* when it allows both, "
            '*insufficient data* with fewer than 3 seeds, and *not run* when no results exist yet. *Provisional* marks a verdict that rests on '
-           'a trial whose best model came in the last 10 % of its training budget (still improving), or, in a chapter that showed '
-           'patience stopping runs on a plateau they later leave, one that patience stopped. Where a claim gives '
+           'a trial whose best model came in the last 10 % of its training budget (still improving), or one that patience '
+           'stopped under a stopping rule shown to stop runs on a plateau they later leave (chapter 5’s first rule). Where a claim gives '
            'a size ("≥ 2×", a margin), *size reached / not reached / undetermined* says whether the interval clears it. '
            'Each row shows the largest profile with results (full > gpu > quick) whose sweep is complete: a sweep still running, '
            'or cut short, would be judged on a subset of its sizes or seeds, so it waits, named in the evidence column. '

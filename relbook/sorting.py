@@ -127,7 +127,8 @@ def sorting_protocol(profile: str | None = None) -> SortingProtocol:
     return by_profile(
         smoke=SortingProtocol([100, 300], [100], 128, 1, 1, 64, 128, 2, 4, 2, 2, 300, 300, 2),
         quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 10000, 50, 20, 3000, 3000, 3),
-        # gpu: sized by `relbook estimate` so that the chapter's three sweeps fit one 25-minute H100 campaign (runbook page)
+        # gpu: the run that decides §4.2; sized again by `relbook estimate` to one 25-minute H100 campaign once the quick sweeps
+        # have run under the accuracy rule (its budget and patience changed with the rule; runbook page)
         gpu=SortingProtocol([100, 250, 500, 1000, 3000], [250, 500, 1000],
                             512, 5, 5, 500, 2000, 400, 10000, 25, 40, 3000, 3000, 5),
         full=SortingProtocol(list(range(100, 3001, 100)), list(range(100, 3001, 100)), 512, 10, 10, 500, 2000, 400, 10000, 25, 40,
@@ -473,7 +474,7 @@ def no_patience_trial(model: str, n_train: int, seed: int) -> dict:
 def sorting_no_patience_experiment() -> pd.DataFrame:
     "Figure 5a's trials at one size, trained without patience: does patience stop a model on a plateau?"
     proto = sorting_protocol()
-    models = by_profile(smoke=['Abstractor'], quick=['Abstractor', 'Transformer'], full=['Abstractor', 'Transformer'])
+    models = by_profile(smoke=['Abstractor'], quick=list(SORTING_VARIANTS), full=list(SORTING_VARIANTS))
     return run_sweep('sorting_no_patience', grid(model=models, n_train=[by_profile(smoke=proto.sizes[0], quick=500, full=500)],
                                                  seed=list(range(proto.seeds))[:3]), no_patience_trial)
 
