@@ -246,7 +246,7 @@ def _rule(df: pd.DataFrame, prefix: str = '') -> pd.Series:
 def _plateau(ev: Evidence) -> Evidence:
     "Every claim of this chapter: a run's patience stop counts by its rule, and the note names the runs of the loss rule."
     ev.patience_converges = PATIENCE_CONVERGES
-    old = ~ev.rows[PATIENCE_CONVERGES].astype(bool) if PATIENCE_CONVERGES in ev.rows else pd.Series(True, index=ev.rows.index)
+    old = ~ev.rows[PATIENCE_CONVERGES].astype(bool)          # every evaluator's rows come through with_budget, which sets it
     if old.any(): ev.note = '; '.join(x for x in (ev.note, PLATEAU_NOTE.format(n=int(old.sum()), m=len(ev.rows))) if x)
     return ev
 
