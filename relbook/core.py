@@ -12,7 +12,7 @@ import torch
 
 # %% auto #0
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
-           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'provenance',
+           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model', 'provenance',
            'check_shape', 'check_choice', 'check_seed', 'check_positive', 'check_dtype', 'check_floating',
            'check_finite', 'check_ids']
 
@@ -126,12 +126,21 @@ def source_hash(root: str | Path | None = None) -> str:
         h.update(p.name.encode()); h.update(p.read_bytes())
     return h.hexdigest()[:12]
 
+def cpu_model() -> str:
+    """The host CPU: its model name and the instruction set torch's CPU kernels dispatch to (e.g. 'AVX512'). Two CPUs can
+    round the same float computation differently, and a training run on a plateau can amplify that into another outcome."""
+    name = platform.processor() or 'unknown CPU'
+    try:
+        with open('/proc/cpuinfo') as f: name = next((l.split(':', 1)[1].strip() for l in f if l.startswith('model name')), name)
+    except OSError: pass
+    return f"{name}; {torch.backends.cpu.get_cpu_capability()}"
+
 def provenance(device: torch.device | None = None) -> dict:
-    "What every result row records about where and how it was computed (commit, source hash, profile, device, torch)."
+    "What every result row records about where and how it was computed (commit, source hash, profile, device, CPU, torch)."
     device = device or get_device()
     name = torch.cuda.get_device_name(device) if device.type == 'cuda' else platform.processor() or 'cpu'
     return dict(git_sha=git_sha(), source_sha=source_hash(), profile=get_profile(), device=str(device), device_name=name,
-                torch=torch.__version__, threads=torch.get_num_threads())
+                cpu=cpu_model(), torch=torch.__version__, threads=torch.get_num_threads())
 
 # %% ../nbs/90_core.ipynb #c014
 def check_shape(x: torch.Tensor, name: str, spec: Sequence[int | str | None],
