@@ -294,6 +294,11 @@ def _set_rng_states(s: dict, device: torch.device) -> None:
     torch.set_rng_state(s['torch'].cpu()); np.random.set_state(s['numpy']); random.setstate(s['python'])
     if device.type == 'cuda' and 'cuda' in s: torch.cuda.set_rng_state(s['cuda'].cpu(), device)
 
+def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    "A CPU tensor on `device`; to CUDA through pinned memory and an asynchronous copy (a pageable copy waits for the GPU)."
+    if device.type != 'cuda': return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
 def _save_ckpt(path, model, opt, gen, state, device):
     "Everything a resumed fit needs to continue as if never stopped: weights, optimiser, schedule, RNGs, place in the epoch."
     blob = {'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), 'rng': _rng_states(device), **state}
@@ -350,19 +355,20 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
               order=None, pos=0, run_sum=0.0, run_n=0)
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     if ckpt is not None and Path(ckpt).exists():
-        saved = torch.load(ckpt, map_location=device, weights_only=False)
+        saved = torch.load(ckpt, map_location='cpu', weights_only=False)   # the generator's and RNGs' states must stay CPU tensors; load_state_dict moves the rest
         model.load_state_dict(saved.pop('model')); opt.load_state_dict(saved.pop('opt')); gen.set_state(saved.pop('gen'))
         sched.load_state_dict(saved.pop('sched'))
         if 'rng' in saved: _set_rng_states(saved.pop('rng'), device)
         st.update(saved)
         if st['ref'] is None: st['ref'] = st['best_score']       # a checkpoint from before min_delta: patience counted from the best
-    t0, last_save = time.perf_counter(), time.perf_counter()
+    t0, last_save, on_dev = time.perf_counter(), time.perf_counter(), None   # on_dev: this epoch's order on the device
     run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
     save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
     bar = tqdm(total=max_steps, initial=st['step'], desc='fit', leave=False, disable=not _progress_enabled(progress))
     while st['step'] < max_steps and not st['stopped_early']:
-        if st['order'] is None: st['order'], st['pos'] = torch.randperm(n, generator=gen), 0   # a new epoch
-        idx = st['order'][st['pos']:st['pos'] + cfg.batch_size].to(device); st['pos'] += cfg.batch_size
+        if st['order'] is None: st['order'], st['pos'], on_dev = torch.randperm(n, generator=gen), 0, None   # a new epoch
+        if on_dev is None: on_dev = _to_device(st['order'], device)   # once an epoch, without waiting for the GPU
+        idx = on_dev[st['pos']:st['pos'] + cfg.batch_size]; st['pos'] += cfg.batch_size
         if st['pos'] >= n: st['order'] = None
         loss = _train_step(model, task, subset(train, idx), opt, sched, amp, cfg); st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
         if st['step'] % eval_every == 0 or st['step'] == max_steps:
