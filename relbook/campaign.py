@@ -642,11 +642,21 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              'make notebooks PROFILE=gpu                          # re-execute: the chapters load the rows and redraw',
              '.venv/bin/relbook claims                            # re-judge every claim; commit rows, pages and notebooks',
              '```', '',
-             'Where the GPU comes in commands of at most 10 minutes (this project\'s device tool: 10 minutes a command, 30 '
-             'minutes of device time a session), each run of the last section\'s table is three commands of `--budget 9m --out $OUT/campaign.tar.gz` '
-             '(what the tool sends back is what lies under `$OUT`: at most 8 files, 64 MiB in all) on the same warm machine. Merge each command\'s archives at home before the next call, so that the finished rows travel with the '
-             'working tree and no trial runs twice; a trial that a command interrupted resumes from its checkpoint, which stays '
-             'on the warm machine (`results/checkpoints/` is not tracked). A run that starts from carried models (chapter 11\'s '
+             'Through this project\'s device tool (10 minutes a command, 15 minutes of device time a session; tested on an H100 on '
+             '2026-11-26) no venv is built: the machine\'s python3 has torch and every requirement of `settings.ini` but `gymnasium` '
+             'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. Download their '
+             'wheels at home into a folder `.git/info/exclude` ignores (`.whl/`: `gymnasium`, `farama-notifications`, '
+             '`mathematics-dataset`, as the tool\'s README shows), commit (the copy that travels has no `.git`, so the rows take '
+             'their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`:', '',
+             '```bash',
+             'python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD',
+             'export RELBOOK_GIT_SHA=<commit> OMP_NUM_THREADS=1',
+             'python3 -m relbook campaign --profile gpu --budget 515s --workers 10 --device cuda NAMES --out $OUT/campaign.tar.gz',
+             '```', '',
+             'What the tool sends back is what lies under `$OUT` (at most 8 files, 64 MiB in all). Merge each archive at home '
+             'before the next call, so that the finished rows travel with the working tree and no trial runs twice; `merge` '
+             'restores the checkpoints of interrupted trials under `results/checkpoints/<experiment>-gpu/` (not tracked): name '
+             'that folder in the next call\'s `carry` and those trials resume. A run that starts from carried models (chapter 11\'s '
              'second) names their folder, `results/checkpoints/boxworld_imitation_models`, in the call\'s `carry`.', '',
              'Without a GPU, a run\'s `gpu` trials can run on CPU cores, in as many processes as there are cores '
              '(`relbook run NAME --profile gpu --shard k/n`, from a clean checkout so that the rows name a commit), over as '
