@@ -2,6 +2,7 @@
 
 Skipped without CUDA (CI has none); run them on a GPU machine: `pytest tests/test_cuda.py`.
 """
+import time
 import warnings
 
 import pytest
@@ -58,18 +59,21 @@ def test_checkpoint_resumes_on_cuda(tmp_path):
     "A campaign's interrupted CUDA trial resumes from its checkpoint and ends where an uninterrupted fit ends."
     from relbook.harness import BudgetExhausted, time_budget
 
+    class Slow(Classification):                          # at least 0.6 s for the 300 steps, however fast the GPU
+        def loss(self, model, batch): time.sleep(0.002); return super().loss(model, batch)
+
     def run(ckpt, budget=None):
         torch.manual_seed(0); net = nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.1), nn.Linear(32, 2))
         cfg = TrainConfig(lr=3e-3, batch_size=64, max_steps=300, eval_every=20, precision='fp32', checkpoint_secs=0)
-        if budget is None: fit(net, Classification(), _data(1000, 0), _data(256, 1), cfg, device='cuda', progress=False, checkpoint=ckpt)
+        if budget is None: fit(net, Slow(), _data(1000, 0), _data(256, 1), cfg, device='cuda', progress=False, checkpoint=ckpt)
         else:
             with time_budget(budget), pytest.raises(BudgetExhausted):
-                fit(net, Classification(), _data(1000, 0), _data(256, 1), cfg, device='cuda', progress=False, checkpoint=ckpt)
+                fit(net, Slow(), _data(1000, 0), _data(256, 1), cfg, device='cuda', progress=False, checkpoint=ckpt)
         return [p.detach().cpu() for p in net.parameters()]
 
     straight = run(None)
     ck = tmp_path / 'c.pt'
-    run(ck, budget=0.05)                                 # stops mid-way (the first steps are slow on a cold GPU)
+    run(ck, budget=0.15)                                 # stops mid-way, with its checkpoint
     assert ck.exists()
     resumed = run(ck)                                    # the generator's state was loaded onto the GPU before the fix
     assert all(torch.equal(a, b) for a, b in zip(resumed, straight)) and not ck.exists()
