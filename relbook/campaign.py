@@ -504,7 +504,8 @@ def runbook_frame() -> pd.DataFrame:
 # and Experiment 4 starts from them (they travel back as carried archives). Chapter 7's role analysis (a 6-layer
 # TP-Transformer and its no-roles twin, 12,000 steps of 256 each) does not fit beside the benchmark and has a run of its own.
 # Chapter 5 needs two as well: under its stopping rule (patience on validation accuracy, a 10,000-update floor) Figure 5a
-# and the robustness study (which reuses Figure 5a's 3,000-sequence models) fill one; the pre-training study has its own.
+# with the robustness study (which reuses Figure 5a's 3,000-sequence models) is one, the pre-training study another; each
+# is priced a little over 25 minutes and runs as several campaign commands, which resume one another.
 GPU_RUNS = {'chapter 5, run 1': ['object_sorting', 'sorting_robustness'],
             'chapter 5, run 2': ['sorting_pretraining'],
             'chapter 7': ['math_benchmark'],

@@ -129,8 +129,8 @@ def sorting_protocol(profile: str | None = None) -> SortingProtocol:
         quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 10000, 50, 20, 3000, 3000, 3),
         # gpu: the run that decides §4.2. Sizes: the quick curves' transition (no model sorts a sequence at 250, the Transformer's
         # seeds split at 500, every model is near 1.0 by 1,000) and the paper's 3,000, where the robustness study takes its
-        # models; 5 seeds. Priced by `relbook estimate` from the quick sweeps' stopping points (runbook page): Figure 5a and
-        # robustness fill one 25-minute H100 run, pre-training a second
+        # models; 5 seeds. Priced by `relbook estimate` from the quick sweeps' stopping points (runbook page): Figure 5a with
+        # robustness, and pre-training, each a little over one 25-minute H100 run over 4 workers (campaigns resume)
         gpu=SortingProtocol([250, 500, 1000, 3000], [250, 500, 1000],
                             512, 5, 5, 500, 2000, 400, 10000, 25, 40, 3000, 3000, 5),
         full=SortingProtocol(list(range(100, 3001, 100)), list(range(100, 3001, 100)), 512, 10, 10, 500, 2000, 400, 10000, 25, 40,
