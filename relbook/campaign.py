@@ -4,7 +4,7 @@
 
 # %% ../nbs/97_campaign.ipynb #c002
 from __future__ import annotations
-import hashlib, heapq, importlib.util, io, json, math, os, re, subprocess, sys, tarfile, time, warnings
+import hashlib, heapq, importlib.util, io, json, math, os, re, subprocess, sys, tarfile, time, warnings, zlib
 import pandas as pd
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +14,11 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'CARRIED', 'RETURN_LIMIT', 'PENDING', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS',
-           'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'CPU_DECIDED',
-           'RUN_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge',
-           'campaign', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'makespan', 'estimate',
-           'runbook_frame', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
+__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'REAL_FIT_S',
+           'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS', 'PROBE_PROBLEMS',
+           'RUNBOOK_PAGE', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer',
+           'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'intercept', 'probe_trials', 'trial_seconds',
+           'calibrate', 'makespan', 'estimate', 'runbook_frame', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -79,36 +79,35 @@ def _store_sizes(profile: str) -> dict[str, int]:
 
 # %% ../nbs/97_campaign.ipynb #c013
 ARCHIVE_LIMIT = 16 * 2 ** 20      # the most one archive may weigh (what a GPU machine can send back)
+RETURN_LIMIT = 64 * 2 ** 20       # the most one command on the GPU machine sends back in all (the device tool's limit)
+RETURN_FILES = 8                  # and the most files it sends back
+PACK_LEVEL = 1                    # gzip level: weights shrink by ~10 % at any level, and level 1 is the fastest
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name); info.size = len(data); info.mtime = int(time.time())
     tar.addfile(info, io.BytesIO(data))
 
+def _write_archive(path: Path, manifest: dict, members: Callable[[tarfile.TarFile], None]) -> None:
+    """Write a .tar.gz whose first member is the manifest, under a temporary name renamed once it is complete: a command
+    killed while packing leaves the whole archive or none (a `.partial` file), never a torn one under the archive's name."""
+    part = path.with_name(path.name + '.partial')
+    with tarfile.open(part, 'w:gz', compresslevel=PACK_LEVEL) as tar:
+        _add_bytes(tar, 'manifest.json', json.dumps(manifest, indent=1).encode()); members(tar)
+    os.replace(part, path)
+
 def pack(out: str | Path, profile: str, since: dict[str, int], started: float, manifest: dict,
          limit: int = ARCHIVE_LIMIT) -> dict:
-    "Pack the rows appended since `since` and the checkpoints written since `started` into one .tar.gz under `limit` bytes."
-    out, root = Path(out), results_dir(profile)
+    """Pack the rows appended since `since` into `out` (under `limit` bytes), the manifest first. Checkpoints travel beside
+    it (`pack_carried`), so the rows, which are what a GPU run is for, are safe on disk before any model is packed."""
+    out = Path(out)
     rows = {}
     for name, s in _stores(profile).items():
         with open(s.path, 'rb') as f:
             f.seek(since.get(name, 0)); new = f.read()
         if new.strip(): rows[name] = new if new.endswith(b'\n') else new + b'\n'
-    ckpts = sorted((p for p in (root / 'checkpoints').glob(f'*-{profile}/*.pt') if p.stat().st_mtime >= started),
-                   key=lambda p: -p.stat().st_mtime)
-    def write(with_ckpts):
-        with tarfile.open(out, 'w:gz') as tar:
-            for name, data in rows.items(): _add_bytes(tar, f'rows/{name}', data)
-            for p in with_ckpts: tar.add(p, arcname=f'checkpoints/{p.parent.name}/{p.name}')
-            m = {**manifest, 'rows': {k: v.count(b'\n') for k, v in rows.items()},
-                 'checkpoints': [f'{p.parent.name}/{p.name}' for p in with_ckpts]}
-            _add_bytes(tar, 'manifest.json', json.dumps(m, indent=1).encode())
-        return m
-    kept = list(ckpts)
-    m = write(kept)
-    while out.stat().st_size > limit and kept:           # rows always travel; checkpoints only as room allows
-        dropped = kept.pop()                              # the oldest first
-        warnings.warn(f"archive over {limit} bytes: leaving out the checkpoint {dropped.name} (that trial restarts)")
-        m = write(kept)
+    m = {**manifest, 'rows': {k: v.count(b'\n') for k, v in rows.items()}}
+    m.setdefault('checkpoints', [])
+    _write_archive(out, m, lambda tar: [_add_bytes(tar, f'rows/{name}', data) for name, data in rows.items()])
     if out.stat().st_size > limit: raise RuntimeError(f"the new result rows alone exceed {limit} bytes: {out}")
     return m
 
@@ -117,7 +116,6 @@ CARRIED = {'boxworld_imitation_models': '*.pt',   # chapter 11: Experiment 4 fin
            'tp_roles_models': '*.pt',             # chapter 7: the role analysis reads both trained models
            'dat_lm_models': '*-DAT-s0.pt'}        # chapter 14: Figure 5's relations (the only language model a figure reads)
 
-RETURN_LIMIT = 64 * 2 ** 20       # the most one command on the GPU machine sends back in all (the device tool's limit)
 PENDING = 'carried-pending.json'  # results/checkpoints/<this>: carried models a command could not send back; the next campaign does
 
 def _carried_files(profile: str, started: float) -> list[Path]:
@@ -127,23 +125,40 @@ def _carried_files(profile: str, started: float) -> list[Path]:
     return sorted(p for d, pat in CARRIED.items() if (root / d).is_dir() for p in (root / d).glob(pat)
                   if p.stat().st_mtime >= started or f'{d}/{p.name}' in pending)
 
+def _interrupted(profile: str, started: float) -> list[Path]:
+    "Checkpoints of trials the budget interrupted (written since `started`), the newest first."
+    root = results_dir(profile) / 'checkpoints'
+    return sorted((p for p in root.glob(f'*-{profile}/*.pt') if p.stat().st_mtime >= started), key=lambda p: -p.stat().st_mtime)
+
 def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARCHIVE_LIMIT,
-                 total: int = RETURN_LIMIT - ARCHIVE_LIMIT) -> list[Path]:
-    """The `CARRIED` models written since `started`, in archives of at most `limit` bytes beside `out` (`<name>-carried-<k>.tar.gz`),
-    so that a campaign on a fresh machine, or a chapter at home, starts from them: `relbook merge` restores each like a campaign
-    archive. A model larger than one archive travels in parts (`<file>.part-<i>-of-<n>`), joined and checked (sha256) once
-    every part has been merged, in any order. Whole models only, up to `total` bytes in all (what one command can send back,
-    less the campaign's own archive); the rest are left in `PENDING` for the next campaign command, which carries them."""
+                 total: int = RETURN_LIMIT - ARCHIVE_LIMIT, files: int = RETURN_FILES - 1,
+                 interrupted: bool = True) -> list[Path]:
+    """The models a campaign sends home beside its archive `out`, in archives of at most `limit` bytes
+    (`<name>-carried-<k>.tar.gz`, at most `files` of them and `total` bytes in all: what one command can send back, less the
+    campaign's own archive): first the `CARRIED` models written since `started` (or left pending), then, if `interrupted`,
+    the checkpoints of the trials the budget interrupted, the newest first, so that a campaign on a fresh machine resumes them.
+    `relbook merge` restores each archive like a campaign archive. A model larger than one archive travels in parts
+    (`<file>.part-<i>-of-<n>`), joined and checked (sha256) once every part has been merged, in any order. Whole models only,
+    chosen by their sizes before anything is written (each archive is written once); carried models that do not fit are left
+    in `PENDING` for the next campaign command, interrupted trials that do not fit restart from scratch (a warning names them)."""
     out, room = Path(out), limit - 2 ** 16              # gzip cannot grow weights much; room for the headers and manifest
     root = results_dir(profile) / 'checkpoints'
-    pieces, used, left = [], 0, []                      # (file, offset, length, part name); bytes taken; models left for later
-    for f in _carried_files(profile, started):
+    carried = _carried_files(profile, started)
+    candidates = [(f, True) for f in carried] + [(f, False) for f in (_interrupted(profile, started) if interrupted else [])]
+    pieces, used, left, dropped = [], 0, [], []         # (file, offset, length, part name); bytes taken; models left out
+    def archives_for(extra):                            # how many archives the pieces so far and `extra` fill
+        k, size = 0, None
+        for p in pieces + extra:
+            if size is None or size + p[2] > room: k, size = k + 1, 0
+            size += p[2]
+        return k
+    for f, is_carried in candidates:
         n, size = max(1, -(-f.stat().st_size // room)), f.stat().st_size
-        if used + size + n * 2 ** 12 > total: left.append(f); continue   # whole models only, within what one command returns
+        new = [(f, i * room, min(room, size - i * room), f.name if n == 1 else f'{f.name}.part-{i + 1}-of-{n}') for i in range(n)]
+        if used + size + n * 2 ** 12 > total or archives_for(new) > files:   # whole models only, within what a command returns
+            (left if is_carried else dropped).append(f); continue
         used += size + n * 2 ** 12                      # (a part's tar header and its share of a manifest: well under 4 KiB)
-        for i in range(n):
-            name = f.name if n == 1 else f'{f.name}.part-{i + 1}-of-{n}'
-            pieces.append((f, i * room, min(room, size - i * room), name))
+        pieces += new
     groups, size = [[]], 0
     for piece in pieces:
         if groups[-1] and size + piece[2] > room: groups.append([]); size = 0
@@ -151,75 +166,108 @@ def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARC
     digests, paths = {}, []
     for k, group in enumerate(g for g in groups if g):
         path = out.with_name(out.name.removesuffix('.tar.gz') + f'-carried-{k + 1}.tar.gz')
-        with tarfile.open(path, 'w:gz') as tar:
+        whole = {f'{f.parent.name}/{f.name}' for f, *_ in group}
+        for w in whole:
+            if w not in digests: digests[w] = hashlib.sha256((root / w).read_bytes()).hexdigest()
+        def members(tar, group=group):
             for f, off, n, name in group:
                 with open(f, 'rb') as fh: fh.seek(off); _add_bytes(tar, f'checkpoints/{f.parent.name}/{name}', fh.read(n))
-            whole = {f'{f.parent.name}/{f.name}' for f, *_ in group}
-            for w in whole:
-                if w not in digests: digests[w] = hashlib.sha256((root / w).read_bytes()).hexdigest()
-            _add_bytes(tar, 'manifest.json', json.dumps(dict(profile=profile, carried=[f'{f.parent.name}/{name}' for f, _, _, name in group],
-                                                             sha256={w: digests[w] for w in sorted(whole)})).encode())
+        _write_archive(path, dict(profile=profile, carried=[f'{f.parent.name}/{name}' for f, _, _, name in group],
+                                  sha256={w: digests[w] for w in sorted(whole)}), members)
         if path.stat().st_size > limit: raise RuntimeError(f"{path} came out over {limit} bytes")
         paths.append(path)
     names = [f'{f.parent.name}/{f.name}' for f in left]
     if names:
         atomic_write(root / PENDING, lambda tmp: Path(tmp).write_text(json.dumps(names)))
-        warnings.warn(f"carried models over the {total} bytes one command can send back, left for the next campaign command "
-                      f"(one with nothing left to run only packs): {names}")
+        warnings.warn(f"carried models over the {total} bytes or {files} files one command can send back, left for the next "
+                      f"campaign command (one with nothing left to run only packs): {names}")
     elif (root / PENDING).exists(): (root / PENDING).unlink()
+    if dropped:
+        warnings.warn(f"no room to send back the checkpoints of {len(dropped)} interrupted trials (they restart): "
+                      f"{[f'{f.parent.name}/{f.name}' for f in dropped]}")
     return paths
 
 # %% ../nbs/97_campaign.ipynb #c014
 def _safe_member(name: str) -> bool:
-    p = Path(name)
     "rows/<store>.jsonl or checkpoints/<store>/<trial>.pt, nothing else (no absolute paths, no '..')."
+    p = Path(name)
     if p.is_absolute() or '..' in p.parts: return False
     return (p.parts[0] == 'rows' and len(p.parts) == 2) or (p.parts[0] == 'checkpoints' and len(p.parts) == 3)
 
+def _read_members(archive: Path) -> tuple[list[tuple[str, bytes | None]], bool]:
+    """Each whole member of a .tar.gz, in order, as (name, data; None for a non-file), and whether the archive ends early
+    (a command killed while packing, a torn transfer): the members before the break are whole, the one it cut is dropped."""
+    members, torn = [], False
+    try:
+        with tarfile.open(archive, 'r|gz') as tar:
+            for m in tar: members.append((m.name, tar.extractfile(m).read() if m.isfile() else None))
+    except (EOFError, tarfile.ReadError, zlib.error) as e:
+        if not members: raise ValueError(f"{archive} is not a readable campaign .tar.gz ({type(e).__name__}: {e})") from None
+        torn = True
+    return members, torn
+
+def _archive_manifest(archive: Path) -> dict:
+    "An archive's manifest (its first member in archives packed since the manifest moved to the front)."
+    with tarfile.open(archive, 'r|gz') as tar:
+        for m in tar:
+            if m.name == 'manifest.json': return json.loads(tar.extractfile(m).read())
+    raise ValueError(f"{archive} is not a campaign archive (no manifest.json)")
+
 def merge(archive: str | Path, results: str | Path | None = None) -> dict:
-    "Fold a campaign (or carried) archive into the results folder: new rows appended without duplicates, checkpoints restored."
+    """Fold a campaign (or carried) archive into the results folder: new rows appended without duplicates, checkpoints
+    restored. A torn archive (it ends early) gives up what it holds whole, with a warning: its rows line by line, its
+    complete checkpoints; one packed before the manifest moved to the front, torn before the manifest, is read by its
+    stores' names (`<experiment>-<profile>.jsonl`) when they name one profile."""
     archive = Path(archive)
     if not archive.is_file(): raise ValueError(f"archive must be an existing campaign .tar.gz, got {str(archive)!r}")
-    out = {'added': {}, 'duplicates': 0, 'checkpoints': 0}
-    with tarfile.open(archive, 'r:gz') as tar:
-        names = tar.getnames()
-        if 'manifest.json' not in names: raise ValueError(f"{archive} is not a campaign archive (no manifest.json)")
-        manifest = json.loads(tar.extractfile('manifest.json').read())
-        root = Path(results) if results else results_dir(manifest['profile'])
-        for m in tar.getmembers():
-            if m.name == 'manifest.json': continue
-            if not (m.isfile() and _safe_member(m.name)): raise ValueError(f"refusing the archive member {m.name!r}")
-            data = tar.extractfile(m).read()
-            if m.name.startswith('rows/'):
-                if not re.fullmatch(r'[\w.\-]+\.jsonl', Path(m.name).name): raise ValueError(f"bad store name {m.name!r}")
-                store = ResultsStore(root / Path(m.name).name)
-                have, added = store.done(), 0
-                for line in data.decode().splitlines():
-                    if not line.strip(): continue
-                    try: row = json.loads(line)
-                    except json.JSONDecodeError: warnings.warn(f"{m.name}: skipping a torn line"); continue
-                    k = trial_key(row.get('params', {}))
-                    if k in have: out['duplicates'] += 1; continue
-                    store.append_row(row); have.add(k); added += 1
-                store.sync_csv(); out['added'][store.path.name] = added
-            else:
-                dest = root / 'checkpoints' / m.name.split('/', 1)[1]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                part = re.fullmatch(r'(.+)\.part-(\d+)-of-(\d+)', dest.name)
-                if part and not 1 <= int(part[2]) <= int(part[3]): raise ValueError(f"bad part number in {m.name!r}")
-                if part:                                  # a carried model in parts: join them once all have arrived
-                    dest.write_bytes(data)
-                    whole, n = dest.with_name(part[1]), int(part[3])
-                    parts = [whole.with_name(f'{whole.name}.part-{i}-of-{n}') for i in range(1, n + 1)]
-                    if not all(q.exists() for q in parts): continue
-                    data = b''.join(q.read_bytes() for q in parts); dest = whole
-                want = manifest.get('sha256', {}).get(f'{dest.parent.name}/{dest.name}')
-                if want and hashlib.sha256(data).hexdigest() != want:
-                    raise ValueError(f"{dest.name} from {archive} does not match the sha256 it was packed with: not restored")
-                atomic_write(dest, lambda tmp: Path(tmp).write_bytes(data))
-                if part:
-                    for q in parts: q.unlink()
-                out['checkpoints'] += 1
+    out = {'added': {}, 'duplicates': 0, 'checkpoints': 0, 'torn': False}
+    members, torn = _read_members(archive)
+    found = dict(members)
+    if 'manifest.json' in found: manifest = json.loads(found['manifest.json'])
+    else:
+        profiles = {re.fullmatch(r'[\w.\-]+-(\w+)\.jsonl', Path(n).name)[1] for n, _ in members
+                    if n.startswith('rows/') and re.fullmatch(r'[\w.\-]+-(\w+)\.jsonl', Path(n).name)}
+        if not (torn and len(profiles) == 1 and profiles <= set(PROFILES)):
+            raise ValueError(f"{archive} is not a campaign archive (no manifest.json)")
+        manifest = {'profile': profiles.pop(), 'torn_before_manifest': True}
+    root = Path(results) if results else results_dir(manifest['profile'])
+    for name, data in members:
+        if name == 'manifest.json': continue
+        if data is None or not _safe_member(name): raise ValueError(f"refusing the archive member {name!r}")
+        if name.startswith('rows/'):
+            if not re.fullmatch(r'[\w.\-]+\.jsonl', Path(name).name): raise ValueError(f"bad store name {name!r}")
+            store = ResultsStore(root / Path(name).name)
+            have, added = store.done(), 0
+            for line in data.decode().splitlines():
+                if not line.strip(): continue
+                try: row = json.loads(line)
+                except json.JSONDecodeError: warnings.warn(f"{name}: skipping a torn line"); continue
+                k = trial_key(row.get('params', {}))
+                if k in have: out['duplicates'] += 1; continue
+                store.append_row(row); have.add(k); added += 1
+            store.sync_csv(); out['added'][store.path.name] = added
+        else:
+            dest = root / 'checkpoints' / name.split('/', 1)[1]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            part = re.fullmatch(r'(.+)\.part-(\d+)-of-(\d+)', dest.name)
+            if part and not 1 <= int(part[2]) <= int(part[3]): raise ValueError(f"bad part number in {name!r}")
+            if part:                                  # a carried model in parts: join them once all have arrived
+                dest.write_bytes(data)
+                whole, n = dest.with_name(part[1]), int(part[3])
+                parts = [whole.with_name(f'{whole.name}.part-{i}-of-{n}') for i in range(1, n + 1)]
+                if not all(q.exists() for q in parts): continue
+                data = b''.join(q.read_bytes() for q in parts); dest = whole
+            want = manifest.get('sha256', {}).get(f'{dest.parent.name}/{dest.name}')
+            if want and hashlib.sha256(data).hexdigest() != want:
+                raise ValueError(f"{dest.name} from {archive} does not match the sha256 it was packed with: not restored")
+            atomic_write(dest, lambda tmp: Path(tmp).write_bytes(data))
+            if part:
+                for q in parts: q.unlink()
+            out['checkpoints'] += 1
+    if torn:
+        out['torn'] = True
+        warnings.warn(f"{archive} ends early (a command killed while packing, or a torn transfer): merged the "
+                      f"{len(members)} whole members before the break; what came after it is lost")
     out['manifest'] = manifest
     return out
 
@@ -252,11 +300,16 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
     manifest = dict(profile=profile, order=order, finished=finished, stopped=stopped, workers=workers,
                     budget_s=total, wall_s=round(time.time() - started, 1), failed_workers=failed,
                     commit=git_sha(), **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
-    manifest['carried'] = []
-    m = pack(out, profile, since, started, manifest)      # first: what it weighs, the carried models may not
-    carried = pack_carried(out, profile, started, total=RETURN_LIMIT - Path(out).stat().st_size - 2 ** 12)
+    manifest.update(carried=[], checkpoints=[])
+    t_pack = time.time()
+    m = pack(out, profile, since, started, manifest)      # the rows first: on disk, whole, before any model is packed
+    carried = pack_carried(out, profile, started, total=RETURN_LIMIT - Path(out).stat().st_size - 2 ** 16)
     if carried:                                           # beside the archive: merge each one too
-        manifest['carried'] = [p.name for p in carried]; m = pack(out, profile, since, started, manifest)
+        sent = [c for p in carried for c in _archive_manifest(p)['carried']]
+        manifest.update(carried=[p.name for p in carried],   # the interrupted trials whose checkpoints went home
+                        checkpoints=sorted({c.split('.part-')[0] for c in sent if c.split('/')[0].endswith(f'-{profile}')}))
+    manifest['pack_s'] = round(time.time() - t_pack, 1)
+    m = pack(out, profile, since, started, manifest)
     m['wall_s'] = round(time.time() - started, 1)
     if failed: raise RuntimeError(f"campaign workers failed with exit codes {failed}; the archive {out} holds what finished")
     return m
@@ -654,8 +707,12 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              'export RELBOOK_GIT_SHA=<commit> OMP_NUM_THREADS=1',
              'python3 -m relbook campaign --profile gpu --budget 515s --workers 10 --device cuda NAMES --out $OUT/campaign.tar.gz',
              '```', '',
+             'Give the campaign a budget some 30 s under the command\'s limit, less what runs before it: it keeps 5 % for packing, '
+             'packs the rows first, then the models, and a command killed at its limit sends back only what was whole. '
              'What the tool sends back is what lies under `$OUT` (at most 8 files, 64 MiB in all). Merge each archive at home '
-             'before the next call, so that the finished rows travel with the working tree and no trial runs twice; `merge` '
+             'before the next call: every call copies the working tree over the machine\'s, tracked result stores included, so '
+             'rows a command wrote and did not send back are overwritten there (on 2026-11-26 a second call on the same warm '
+             'machine found the first\'s new rows gone), and merged rows travel with the tree so that no trial runs twice; `merge` '
              'restores the checkpoints of interrupted trials under `results/checkpoints/<experiment>-gpu/` (not tracked): name '
              'that folder in the next call\'s `carry` and those trials resume. A run that starts from carried models (chapter 11\'s '
              'second) names their folder, `results/checkpoints/boxworld_imitation_models`, in the call\'s `carry`.', '',

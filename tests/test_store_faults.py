@@ -289,3 +289,64 @@ def test_carried_models_over_what_one_command_returns_wait_for_the_next(tmp_path
     for name, b in blobs.items(): assert (home / 'checkpoints' / 'tp_roles_models' / name).read_bytes() == b
     # and with nothing new and nothing pending, nothing is carried
     assert pack_carried(tmp_path / 'c' / 'campaign.tar.gz', 'gpu', started=time.time() + 3600, limit=2 ** 21) == []
+
+
+def _members(path):
+    import tarfile
+    with tarfile.open(path, 'r|gz') as tar: return [m.name for m in tar]
+
+
+def test_a_campaign_packs_its_rows_first_and_each_model_archive_once(tmp_path, monkeypatch):
+    "The rows go into the campaign archive (manifest first) before any model is packed; the interrupted trials' checkpoints are chosen by size, newest first, within the bytes and files one command returns, and each archive is written once."
+    import os, relbook.campaign as C
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu_machine'))
+    root = tmp_path / 'gpu_machine'; (root / 'checkpoints' / 'x-gpu').mkdir(parents=True)
+    (root / 'x-gpu.jsonl').write_text(''.join(json.dumps({'params': {'seed': s}, 'seed': s}) + '\n' for s in range(2)))
+    blobs = {}
+    for i in range(6):                                                  # six interrupted trials, the last one newest
+        p = root / 'checkpoints' / 'x-gpu' / f'{i:016x}.pt'; blobs[p.name] = os.urandom(700 * 2 ** 10); p.write_bytes(blobs[p.name])
+        os.utime(p, (1000 + i, 1000 + i))
+    out = tmp_path / 'campaign.tar.gz'
+    m = C.pack(out, 'gpu', {}, started=0, manifest={'profile': 'gpu'})
+    assert _members(out) == ['manifest.json', 'rows/x-gpu.jsonl'] and m['rows'] == {'x-gpu.jsonl': 2}
+    writes = []
+    real = C._write_archive
+    monkeypatch.setattr(C, '_write_archive', lambda path, *a: (writes.append(path.name), real(path, *a)))
+    with pytest.warns(UserWarning, match='no room to send back the checkpoints of 2 interrupted trials'):
+        paths = C.pack_carried(out, 'gpu', started=0, limit=2 ** 21, total=4 * 2 ** 20, files=2)  # two models an archive, two archives
+    assert writes == [p.name for p in paths] == ['campaign-carried-1.tar.gz', 'campaign-carried-2.tar.gz']
+    assert all(p.stat().st_size <= 2 ** 21 for p in paths) and not list(tmp_path.glob('*.partial'))
+    sent = sorted(n.split('/')[-1] for p in paths for n in _members(p) if n != 'manifest.json')
+    assert sent == sorted(f'{i:016x}.pt' for i in (2, 3, 4, 5)), sent   # the newest four
+    home = tmp_path / 'home'
+    assert C.merge(out, home)['added'] == {'x-gpu.jsonl': 2}
+    assert sum(C.merge(p, home)['checkpoints'] for p in paths) == 4
+    for name in sent: assert (home / 'checkpoints' / 'x-gpu' / name).read_bytes() == blobs[name]
+
+
+def test_merge_gives_up_what_a_torn_archive_holds(tmp_path):
+    "A campaign archive cut short (the command killed while packing) still yields its whole rows and checkpoints, with a warning; what cannot be read is refused clearly."
+    import os, io, tarfile
+    from relbook.campaign import _write_archive, _add_bytes, merge
+    rows = ''.join(json.dumps({'params': {'seed': s}, 'seed': s}) + '\n' for s in range(3)).encode()
+    a, b = os.urandom(2 ** 20), os.urandom(2 ** 20)
+    def add_all(tar):
+        _add_bytes(tar, 'rows/x-gpu.jsonl', rows); _add_bytes(tar, 'checkpoints/x-gpu/a.pt', a); _add_bytes(tar, 'checkpoints/x-gpu/b.pt', b)
+    def torn(path, frac=0.75):
+        data = path.read_bytes(); path.write_bytes(data[:int(len(data) * frac)]); return path
+    arc = tmp_path / 'new.tar.gz'; _write_archive(arc, {'profile': 'gpu'}, add_all); torn(arc)   # cut inside b.pt
+    with pytest.warns(UserWarning, match='ends early'): r = merge(arc, tmp_path / 'home')
+    assert r['torn'] and r['added'] == {'x-gpu.jsonl': 3} and r['checkpoints'] == 1
+    assert (tmp_path / 'home' / 'checkpoints' / 'x-gpu' / 'a.pt').read_bytes() == a
+    assert not (tmp_path / 'home' / 'checkpoints' / 'x-gpu' / 'b.pt').exists()
+    old = tmp_path / 'old.tar.gz'                                       # packed the old way: the manifest last
+    with tarfile.open(old, 'w:gz') as tar: add_all(tar); _add_bytes(tar, 'manifest.json', json.dumps({'profile': 'gpu'}).encode())
+    with pytest.warns(UserWarning, match='ends early'): r = merge(torn(old), tmp_path / 'home2')
+    assert r['added'] == {'x-gpu.jsonl': 3} and r['manifest']['profile'] == 'gpu' and r['manifest']['torn_before_manifest']
+    bare = tmp_path / 'bare.tar.gz'                                     # no rows to name a profile, no manifest: refused
+    with tarfile.open(bare, 'w:gz') as tar:
+        _add_bytes(tar, 'checkpoints/x-gpu/a.pt', a); _add_bytes(tar, 'checkpoints/x-gpu/b.pt', b)
+        _add_bytes(tar, 'manifest.json', json.dumps({'profile': 'gpu'}).encode())
+    with pytest.raises(ValueError, match='no manifest'): merge(torn(bare), tmp_path / 'home3')
+    junk = tmp_path / 'junk.tar.gz'; junk.write_bytes(b'not an archive')
+    with pytest.raises(ValueError, match='not a readable campaign'): merge(junk, tmp_path / 'home4')
