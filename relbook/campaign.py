@@ -14,11 +14,12 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'REAL_FIT_S',
-           'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS', 'PROBE_PROBLEMS',
-           'RUNBOOK_PAGE', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer',
-           'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'intercept', 'probe_trials', 'trial_seconds',
-           'calibrate', 'makespan', 'estimate', 'runbook_frame', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
+__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'MPS_DIR',
+           'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
+           'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN', 'GPU_HOLD', 'parse_budget',
+           'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon', 'throughput',
+           'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'makespan', 'estimate', 'runbook_frame',
+           'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -274,15 +275,16 @@ def merge(archive: str | Path, results: str | Path | None = None) -> dict:
 # %% ../nbs/97_campaign.ipynb #c016
 def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: str | float = '24m',
              out: str | Path = 'campaign.tar.gz', workers: int = 1, device: str | None = None,
-             reserve: float | None = None) -> dict:
-    "Run experiments in priority order within a wall-clock budget; stop cleanly; pack the new rows into one archive."
+             reserve: float | None = None, mps: bool = False) -> dict:
+    """Run experiments in priority order within a wall-clock budget; stop cleanly; pack the new rows into one archive.
+    `mps`: run the workers under CUDA's Multi-Process Service (`mps_daemon`; workers > 1 only)."""
     check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
     total = parse_budget(budget); started = time.time()
     reserve = min(total / 4, max(20.0, 0.05 * total)) if reserve is None else reserve   # time kept for packing
     order = plan(names, profile)
     if device: os.environ['RELBOOK_DEVICE'] = str(get_device(device))
     since = _store_sizes(profile)
-    finished, stopped, failed = [], None, {}
+    finished, stopped, failed, mps_on = [], None, {}, False
     if workers == 1:
         with time_budget(total - reserve):
             for n in order:
@@ -292,12 +294,14 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
         env = {**os.environ, 'RELBOOK_DEADLINE': str(started + total - reserve), 'RELBOOK_PROGRESS': '0'}
         cmd = [sys.executable, '-c', 'import sys; from relbook.campaign import _worker; sys.exit(_worker(sys.argv[1:]))',
                profile, *order]
-        procs = [subprocess.Popen(cmd, env=env) for _ in range(workers)]
-        codes = [p.wait() for p in procs]
+        with mps_daemon(mps) as mps_on:                   # the workers start inside: they are MPS clients if it runs
+            env.update({k: v for k, v in os.environ.items() if k.startswith('CUDA_MPS_')})
+            procs = [subprocess.Popen(cmd, env=env) for _ in range(workers)]
+            codes = [p.wait() for p in procs]
         failed = {i: c for i, c in enumerate(codes) if c not in (0, 3)}
         stopped = 'budget' if 3 in codes else None
         if not failed and not stopped: finished = list(order)
-    manifest = dict(profile=profile, order=order, finished=finished, stopped=stopped, workers=workers,
+    manifest = dict(profile=profile, order=order, finished=finished, stopped=stopped, workers=workers, mps=mps_on,
                     budget_s=total, wall_s=round(time.time() - started, 1), failed_workers=failed,
                     commit=git_sha(), **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
     manifest.update(carried=[], checkpoints=[])
@@ -321,6 +325,80 @@ def _worker(argv: Sequence[str]) -> int:
         try: run_experiment(n, profile)
         except BudgetExhausted: return 3
     return 0
+
+# %% ../nbs/97_campaign.ipynb #mps-code
+import contextlib, shutil, tempfile
+MPS_DIR = '/tmp/relbook-mps'     # the daemon's pipe and log folders (pipe/, log/); its clients find it by the same variables
+
+@contextlib.contextmanager
+def mps_daemon(on: bool = True, root: str | Path = MPS_DIR):
+    """CUDA's Multi-Process Service while inside: worker processes started within share the GPU side by side instead of
+    time-slicing. Yields whether it is on: False if not asked for, or where `nvidia-cuda-mps-control` is missing or fails
+    to start (a warning says which; the run goes on without it). Changes no GPU setting; the daemon is stopped on leaving."""
+    exe = shutil.which('nvidia-cuda-mps-control') if on else None
+    if on and exe is None: warnings.warn("nvidia-cuda-mps-control is not on this machine: running without MPS")
+    if exe is None: yield False; return
+    keys = ('CUDA_MPS_PIPE_DIRECTORY', 'CUDA_MPS_LOG_DIRECTORY')
+    old = {k: os.environ.get(k) for k in keys}
+    dirs = dict(zip(keys, (str(Path(root) / 'pipe'), str(Path(root) / 'log'))))
+    for d in dirs.values(): Path(d).mkdir(parents=True, exist_ok=True)
+    def restore():
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+    os.environ.update(dirs)
+    try: r = subprocess.run([exe, '-d'], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e: r = subprocess.CompletedProcess([exe], 1, '', str(e))
+    if r.returncode != 0:
+        restore(); warnings.warn(f"the MPS daemon did not start ({(r.stderr or r.stdout).strip()[:200]}): running without MPS")
+        yield False; return
+    try: yield True
+    finally:
+        try: subprocess.run([exe], input='quit\n', capture_output=True, text=True, timeout=60)
+        finally: restore()
+
+def _throughput_worker(argv: Sequence[str]) -> int:
+    "One `throughput` process: warm up, wait for the others at a file barrier, train `steps` updates, print the timing as JSON."
+    profile, model, n_train, steps, barrier, idx, n = argv
+    from relbook.core import using_profile
+    from relbook.harness import Seq2Seq, TrainConfig, fit
+    from relbook.sorting import sorting_model, sorting_protocol, protocol_splits, SORTING_TRAIN
+    from dataclasses import replace
+    with using_profile(profile):
+        proto, sp = sorting_protocol(), protocol_splits(0)
+        train, val = sp.data('pool', int(n_train) or max(proto.sizes)), sp.data('val')
+        cfg = lambda s: replace(SORTING_TRAIN, batch_size=proto.batch_size, max_steps=s, eval_every=s, patience=None)
+        fit(sorting_model(model), Seq2Seq(pad_id=-1), train, val, cfg(20), seed=int(idx), progress=False, checkpoint=None)   # warm-up
+        Path(barrier, f'ready-{idx}').touch()
+        while len(list(Path(barrier).glob('ready-*'))) < int(n): time.sleep(0.01)
+        t0 = time.time()
+        res = fit(sorting_model(model), Seq2Seq(pad_id=-1), train, val, cfg(int(steps)), seed=int(idx), progress=False, checkpoint=None)
+        t1 = time.time()
+    print(json.dumps(dict(start=t0, end=t1, steps=res.steps)))
+    return 0
+
+def throughput(workers: int, steps: int = 300, model: str = 'Transformer', n_train: int | None = None, profile: str = 'gpu',
+               device: str | None = None, mps: bool = False, timeout: float = 600) -> dict:
+    """Updates per second of `workers` processes each training one object-sorting `model` (the `profile`'s batch, `n_train`
+    training sequences, default the profile's largest size) for `steps` updates at once, after a warm-up: how a campaign's workers share one device."""
+    check_positive(workers, 'workers'); check_positive(steps, 'steps'); check_choice(profile, 'profile', PROFILES)
+    env_device = str(get_device(device))
+    with tempfile.TemporaryDirectory() as barrier, mps_daemon(mps) as mps_on:
+        env = {**os.environ, 'RELBOOK_DEVICE': env_device, 'RELBOOK_PROGRESS': '0', 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')}
+        cmd = lambda i: [sys.executable, '-c', 'import sys; from relbook.campaign import _throughput_worker; '
+                         'sys.exit(_throughput_worker(sys.argv[1:]))', profile, model, str(n_train or 0), str(steps), barrier, str(i), str(workers)]
+        procs = [subprocess.Popen(cmd(i), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(workers)]
+        try: outs = [p.communicate(timeout=timeout) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None: p.kill()
+    bad = [(i, p.returncode, err.strip()[-300:]) for i, (p, (_, err)) in enumerate(zip(procs, outs)) if p.returncode != 0]
+    if bad: raise RuntimeError(f"throughput workers failed: {bad}")
+    t = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    span = max(x['end'] for x in t) - min(x['start'] for x in t)
+    return dict(workers=workers, mps=mps_on, device=env_device, model=model, steps=steps, profile=profile,
+                per_worker=round(sum(x['steps'] / (x['end'] - x['start']) for x in t) / workers, 2),
+                total=round(sum(x['steps'] for x in t) / span, 2), span_s=round(span, 2))
 
 # %% ../nbs/97_campaign.ipynb #est-probe
 import contextlib, shutil, tempfile
@@ -707,6 +785,10 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              'export RELBOOK_GIT_SHA=<commit> OMP_NUM_THREADS=1',
              'python3 -m relbook campaign --profile gpu --budget 515s --workers 10 --device cuda NAMES --out $OUT/campaign.tar.gz',
              '```', '',
+             'How many workers, and whether under CUDA\'s Multi-Process Service (`--mps`), is a measurement to make on the machine '
+             'before a long campaign: `python3 -m relbook throughput --workers 1 4 8 14 --mps both --device cuda` prints the updates '
+             'per second of each setting (object sorting at the `gpu` batch; a minute or two in all). Not yet measured on a GPU: '
+             'the 10 workers above were chosen without it.', '',
              'Give the campaign a budget some 30 s under the command\'s limit, less what runs before it: it keeps 5 % for packing, '
              'packs the rows first, then the models, and a command killed at its limit sends back only what was whole. '
              'What the tool sends back is what lies under `$OUT` (at most 8 files, 64 MiB in all). Merge each archive at home '

@@ -606,7 +606,7 @@ def run_experiment(name: str, profile: str | None = None) -> pd.DataFrame:
 
 # %% ../nbs/91_harness.ipynb #c028
 def _campaign_cli(a) -> int:
-    "`relbook campaign | merge | prepare | estimate` (relbook.campaign)."
+    "`relbook campaign | merge | prepare | estimate | throughput` (relbook.campaign)."
     from relbook import campaign as cp
     if a.cmd == 'estimate':
         gp = cp.estimate(a.names or None, a.profile, a.workers)
@@ -622,9 +622,15 @@ def _campaign_cli(a) -> int:
             print(f"merged {arc}: {sum(r['added'].values())} new rows {r['added']}, {r['duplicates']} duplicates skipped, "
                   f"{r['checkpoints']} checkpoints restored")
         return 0
-    m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device)
+    if a.cmd == 'throughput':
+        for mps in {'off': [False], 'on': [True], 'both': [False, True]}[a.mps]:
+            for n in a.workers:
+                r = cp.throughput(n, a.steps, a.model, a.n_train, a.profile, a.device, mps)
+                print(json.dumps({**r, **{k: v for k, v in provenance(get_device(a.device)).items() if k in ('git_sha', 'device_name', 'torch')}}), flush=True)
+        return 0
+    m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device, mps=a.mps)
     print(f"campaign [{a.profile}] {m['wall_s']}s of {m['budget_s']:.0f}s: finished {m['finished']}, stopped: {m['stopped']}; "
-          f"rows {m['rows']}, {len(m['checkpoints'])} checkpoints -> {a.out}")
+          f"rows {m['rows']}, {len(m['checkpoints'])} checkpoints, MPS {'on' if m['mps'] else 'off'}, packed in {m['pack_s']}s -> {a.out}")
     return 0
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -643,6 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument('--profile', default='gpu', choices=PROFILES); g.add_argument('--budget', default='24m', help="e.g. 24m, 90s, 1.5h")
     g.add_argument('--out', default='campaign.tar.gz'); g.add_argument('--workers', type=int, default=1)
     g.add_argument('--device', help='torch device, e.g. cuda or cpu')
+    g.add_argument('--mps', action='store_true', help="run the workers under CUDA's Multi-Process Service where the machine has it")
     m = sub.add_parser('merge', help="fold campaign archives into results/ (no duplicates)"); m.add_argument('archives', nargs='+')
     p = sub.add_parser('prepare', help='build the cached inputs (e.g. mathematics problems) with every CPU core')
     p.add_argument('names', nargs='*'); p.add_argument('--profile', default='gpu', choices=PROFILES)
@@ -650,8 +657,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     e = sub.add_parser('estimate', help="estimate each experiment's H100 minutes at a profile from a probe on this CPU")
     e.add_argument('names', nargs='*', help='experiments (default: those a campaign would run)')
     e.add_argument('--profile', default='gpu', choices=PROFILES); e.add_argument('--workers', type=int, default=4)
+    t = sub.add_parser('throughput', help='updates per second of n worker processes training at once on one device (object sorting)')
+    t.add_argument('--workers', type=int, nargs='+', default=[1, 4, 8]); t.add_argument('--steps', type=int, default=300)
+    t.add_argument('--model', default='Transformer'); t.add_argument('--n-train', type=int, help="training sequences (default: the profile's largest size)")
+    t.add_argument('--profile', default='gpu', choices=PROFILES); t.add_argument('--device', help='torch device, e.g. cuda or cpu')
+    t.add_argument('--mps', default='off', choices=('off', 'on', 'both'), help="CUDA's Multi-Process Service: without, with, or each")
     a = ap.parse_args(argv)
-    if a.cmd in ('campaign', 'merge', 'prepare', 'estimate'):
+    if a.cmd in ('campaign', 'merge', 'prepare', 'estimate', 'throughput'):
         try: return _campaign_cli(a)
         except ValueError as e: raise SystemExit(f"relbook {a.cmd}: {e}")     # a bad name or argument: one line, no traceback
     exps = load_all_experiments()

@@ -183,7 +183,12 @@ def test_campaign_with_two_workers_and_merge(tmp_path):
     env_old = os.environ.get('RELBOOK_RESULTS')
     try:
         os.environ['RELBOOK_RESULTS'] = str(tmp_path / 'gpu')
-        m = campaign(['order_relation'], 'smoke', budget=120, out=tmp_path / 'a.tar.gz', workers=2)
+        import shutil, warnings
+        with warnings.catch_warnings(record=True) as w:       # MPS asked for: used where the machine has it, else said and skipped
+            warnings.simplefilter('always')
+            m = campaign(['order_relation'], 'smoke', budget=120, out=tmp_path / 'a.tar.gz', workers=2, mps=True)
+        if shutil.which('nvidia-cuda-mps-control') is None:
+            assert m['mps'] is False and any('running without MPS' in str(x.message) for x in w)
         rows = ResultsStore(tmp_path / 'gpu' / 'order_relation-smoke.jsonl').rows()
         keys = [json.dumps(r['params'], sort_keys=True) for r in rows]
         assert m['finished'] == ['order_relation'] and len(keys) == len(set(keys)) > 0
