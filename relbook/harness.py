@@ -23,8 +23,8 @@ from .core import (PROFILES, get_profile, using_profile, seed_everything, get_de
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
            'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for', 'make_scheduler',
-           'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline', 'stored_only', 'time_budget', 'fit',
-           'trial_key', 'ResultsStore', 'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments',
+           'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline', 'stored_only', 'time_budget', 'tf32_for',
+           'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments',
            'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
@@ -326,11 +326,28 @@ def _train_step(model, task, batch, opt, sched, amp, cfg) -> torch.Tensor:
     opt.step(); sched.step()
     return loss
 
+@contextlib.contextmanager
+def tf32_for(cfg: TrainConfig, device: torch.device):
+    """TF32 matrix products for the span of a fit on CUDA (precision 'auto' or 'bf16'), and the flags as they were after it:
+    an evaluation outside `fit` runs in full fp32 whatever trained before it in the process (a model loaded from a cache
+    and one trained in the same process are evaluated alike). Yields whether TF32 is on."""
+    on = device.type == 'cuda' and cfg.precision != 'fp32'
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    if on: torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try: yield on
+    finally: torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
 def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequence[torch.Tensor] | None = None,
         cfg: TrainConfig = TrainConfig(), *, device: str | torch.device | None = None, seed: int = 0,
         progress: bool | None = None, checkpoint: str | Path | None = 'auto') -> FitResult:
     "Train `model` on `task` with `cfg`; early-stop on `val`; restore the best model; return the history."
-    device = get_device(device); model.to(device)
+    device = get_device(device)
+    with tf32_for(cfg, device):
+        return _fit(model, task, train, val, cfg, device=device, seed=seed, progress=progress, checkpoint=checkpoint)
+
+def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) -> FitResult:
+    "`fit`'s loop, inside its precision scope."
+    model.to(device)
     train = tuple(t.to(device) for t in check_data(train, 'train'))
     val = None if val is None else tuple(t.to(device) for t in check_data(val, 'val'))
     if val is not None: _check_monitor(model, task, val, cfg)
@@ -341,7 +358,6 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
     counts = lambda a, ref: better(a, ref - cfg.min_delta if lower else ref + cfg.min_delta)   # an improvement that resets patience
     opt, gen, n = make_optimizer(model, cfg, device), torch.Generator().manual_seed(seed), n_items(train)
     dl, amp = deadline(), autocast_for(cfg, device)
-    if device.type == 'cuda' and cfg.precision != 'fp32': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     per_epoch = math.ceil(n / cfg.batch_size)
     max_steps, eval_every = cfg.max_steps or cfg.max_epochs * per_epoch, cfg.eval_every or per_epoch
     sched = make_scheduler(opt, cfg, max_steps)

@@ -77,3 +77,14 @@ def test_checkpoint_resumes_on_cuda(tmp_path):
     assert ck.exists()
     resumed = run(ck)                                    # the generator's state was loaded onto the GPU before the fix
     assert all(torch.equal(a, b) for a, b in zip(resumed, straight)) and not ck.exists()
+
+
+def test_fit_puts_tf32_back():
+    "A fit on CUDA trains with TF32 and leaves the flags as it found them: evaluation after it runs in full fp32."
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        _curve('auto')
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
