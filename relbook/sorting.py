@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace, asdict
 import pandas as pd
 import torch
 import torch.nn as nn
-from .core import by_profile, check_choice, check_positive, get_profile, results_dir, get_device, atomic_write
+from .core import by_profile, check_choice, check_positive, check_seed, get_profile, results_dir, get_device, atomic_write
 from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset, _rng_states, _set_rng_states
 from .abstractor import AbstractorConfig, Seq2SeqConfig, make_seq2seq, count_params
 from .evidence import Evidence, claim, compare, conditions, convergence
@@ -24,6 +24,7 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment',
            'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment', 'no_patience_trial',
            'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
+           'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
            'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
@@ -184,12 +185,18 @@ def patience_stop(history: list[dict], patience: int, key: str = 'val_loss', mod
     return None, best_step
 
 def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: nn.Module | None = None,
-                  transfer: str = 'all', cache: bool = False, stop: bool = True) -> tuple[nn.Module, dict]:
+                  transfer: str = 'all', cache: bool = False, stop: bool = True,
+                  dropout_seed: int | None = None) -> tuple[nn.Module, dict]:
     """Train `name` on the first `n_train` pool sequences of `task` ('main' or 'pretrain'); reuse a cached run if asked.
     `stop=True`: the protocol's rule (patience on validation accuracy, best model by it); `stop=False`: App. B.2.1 read
-    literally (the whole step budget, the best model by validation loss), with the validation curve in the returned info."""
+    literally (the whole step budget, the best model by validation loss), with the validation curve in the returned info.
+    `dropout_seed`: the global generator is re-seeded with it just before training, so that only the dropout masks differ
+    from the model the same seed trains otherwise (initial weights, data and batch order are drawn before or apart)."""
     check_choice(task, 'task', ('main', 'pretrain'))
     if not isinstance(stop, bool): raise ValueError(f"stop must be a bool, got {stop!r}")
+    if dropout_seed is not None:
+        check_seed(dropout_seed, 'dropout_seed')
+        if cache: raise ValueError("dropout_seed trains a model the cache does not key on: call it with cache=False")
     proto = sorting_protocol()
     cfg = replace(SORTING_TRAIN if stop else SORTING_TRAIN_LITERAL, batch_size=proto.batch_size, max_steps=proto.max_steps(n_train),
                   eval_every=proto.eval_every, patience=proto.patience if stop else None)
@@ -199,6 +206,7 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
         saved = torch.load(path, map_location='cpu', weights_only=False)
         net.load_state_dict(saved['model']); return net.to(get_device()), saved['info']
     sp = protocol_splits(seed, task == 'pretrain')
+    if dropout_seed is not None: torch.manual_seed(dropout_seed)
     res = fit(net, Seq2Seq(pad_id=-1), sp.data('pool', n_train), sp.data('val'), cfg, seed=seed, progress=False)
     best = next((h for h in res.history if h['step'] == res.best_step), {})      # the restored model's validation
     info = dict(best_step=res.best_step, max_steps=res.max_steps, steps=res.steps, stopped_early=res.stopped_early, monitor=cfg.monitor,
@@ -502,16 +510,34 @@ def corrupt_objects(objects: torch.Tensor, kind: str, sigma: float, generator: t
 
 def robustness_trial(model: str, seed: int) -> dict:
     "Train at robust_n (or reuse the learning curve's model); greedy accuracies on the test set under every corruption level."
-    proto = sorting_protocol()
-    net, info = _trained(model, proto.robust_n, seed)
-    sp = protocol_splits(seed)
-    out, g = {'clean_ar_seq_acc': evaluate_sorting(net, sp.data('test'))['ar_seq_acc'], **info}, torch.Generator().manual_seed(10_000 + seed)
+    net, info = _trained(model, sorting_protocol().robust_n, seed)
+    return {**robustness_eval(net, seed), **info}
+
+def robustness_eval(net: nn.Module, seed: int) -> dict:
+    "Greedy accuracies of a trained model on seed's test set, clean and under every corruption level (draws seeded by `seed`)."
+    proto, sp = sorting_protocol(), protocol_splits(seed)
+    out, g = {'clean_ar_seq_acc': evaluate_sorting(net, sp.data('test'))['ar_seq_acc']}, torch.Generator().manual_seed(10_000 + seed)
     for kind, levels in ROBUST_LEVELS.items():
         for sigma in levels:
             runs = [evaluate_sorting(net, sp.data('test', vectors=corrupt_objects(sp.objects.objects, kind, sigma, g)))
                     for _ in range(proto.robust_draws)]
             for metric in ('ar_acc', 'ar_seq_acc'): out[f'{kind}|{sigma}|{metric}'] = sum(r[metric] for r in runs) / len(runs)
     return out
+
+def dropout_redraw_trial(model: str, seed: int, redraw: int) -> dict:
+    """The robustness model of `seed` trained again with other dropout masks only: the same initial weights, training data
+    and batch order, the global generator re-seeded to 1,000,003 × redraw + seed before training; evaluated as
+    `robustness_trial` (the same corrupted test draws)."""
+    check_choice(model, 'model', SORTING_VARIANTS); check_positive(redraw, 'redraw')
+    net, info = train_sorting(model, sorting_protocol().robust_n, seed, dropout_seed=1_000_003 * redraw + seed)
+    return {**robustness_eval(net, seed), **info}
+
+@experiment('sorting_dropout_redraw')
+def sorting_dropout_redraw_experiment() -> pd.DataFrame:
+    "How far the robustness measure moves for one seed when only the dropout masks change (a diagnostic, not a claim)."
+    proto = sorting_protocol()
+    return run_sweep('sorting_dropout_redraw', grid(model=['Abstractor', 'Transformer'], seed=list(range(proto.robust_seeds)),
+                                                    redraw=by_profile(smoke=[1], quick=[1, 2], full=[1, 2])), dropout_redraw_trial)
 
 @experiment('sorting_robustness')
 def sorting_robustness_experiment() -> pd.DataFrame:
