@@ -537,7 +537,7 @@ def sorting_dropout_redraw_experiment() -> pd.DataFrame:
     "How far the robustness measure moves for one seed when only the dropout masks change (a diagnostic, not a claim)."
     proto = sorting_protocol()
     return run_sweep('sorting_dropout_redraw', grid(model=['Abstractor', 'Transformer'], seed=list(range(proto.robust_seeds)),
-                                                    redraw=by_profile(smoke=[1], quick=[1, 2], full=[1, 2])), dropout_redraw_trial)
+                                                    redraw=by_profile(smoke=[1], quick=[1, 2], gpu=[1, 2], full=[1, 2])), dropout_redraw_trial)
 
 @experiment('sorting_robustness')
 def sorting_robustness_experiment() -> pd.DataFrame:
