@@ -615,13 +615,25 @@ RUNBOOK_PAGE = 'nbs/98_gpu.md'
 def _minutes(s: float) -> str:
     return f'{s / 60:.1f}' if s >= 6 else f'{s / 60:.2f}'
 
+def _book_experiments() -> dict[str, str]:
+    """The experiments the relbook package itself registers, by name, with the module that defines each. Read from the
+    modules, not from the registry: a notebook that redefines its chapter's experiment (module `__main__`) replaces the
+    registry's entry in its process, and a test runner that runs several notebooks in one process would lose it."""
+    load_all_experiments()
+    out = {}
+    for mname, mod in sorted(sys.modules.items()):
+        if not mname.startswith('relbook.') or mod is None: continue
+        for v in list(vars(mod).values()):
+            n = getattr(v, 'experiment_name', None)
+            if callable(v) and isinstance(n, str) and getattr(v, '__module__', None) == mname and not n.startswith('_'):
+                out[n] = mname
+    return dict(sorted(out.items()))
+
 def runbook_frame() -> pd.DataFrame:
     "Per experiment and profile: trials stored, trial-minutes measured (sum of wall times) and the devices they ran on."
-    exps, out = load_all_experiments(), []
-    for name in sorted(exps):
-        mod = exps[name].__module__
-        if name.startswith('_') or not mod.startswith('relbook.') or importlib.util.find_spec(mod) is None: continue   # the book's own only
-        row = {'experiment': name, 'module': exps[name].__module__.replace('relbook.', '')}
+    out = []
+    for name, mod in _book_experiments().items():
+        row = {'experiment': name, 'module': mod.replace('relbook.', '')}
         for p in ('quick', 'gpu', 'full'):
             rows = store_for(name, p).rows()
             t = sum(float(r.get('wall_time_s') or 0) for r in rows)
