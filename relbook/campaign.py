@@ -4,7 +4,7 @@
 
 # %% ../nbs/97_campaign.ipynb #c002
 from __future__ import annotations
-import hashlib, heapq, importlib.util, io, json, math, os, re, subprocess, sys, tarfile, time, warnings, zlib
+import hashlib, heapq, io, json, math, os, re, subprocess, sys, tarfile, time, warnings, zlib
 import pandas as pd
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,25 +147,21 @@ def pack_carried(out: str | Path, profile: str, started: float, limit: int = ARC
     carried = _carried_files(profile, started)
     candidates = [(f, True) for f in carried] + [(f, False) for f in (_interrupted(profile, started) if interrupted else [])]
     pieces, used, left, dropped = [], 0, [], []         # (file, offset, length, part name); bytes taken; models left out
-    def archives_for(extra):                            # how many archives the pieces so far and `extra` fill
-        k, size = 0, None
-        for p in pieces + extra:
-            if size is None or size + p[2] > room: k, size = k + 1, 0
-            size += p[2]
-        return k
+    def in_archives(pieces):                                  # the pieces in order, in archives of at most `room` bytes
+        groups, size = [], 0
+        for piece in pieces:
+            if not groups or size + piece[2] > room: groups.append([]); size = 0
+            groups[-1].append(piece); size += piece[2]
+        return groups
     for f, is_carried in candidates:
         n, size = max(1, -(-f.stat().st_size // room)), f.stat().st_size
         new = [(f, i * room, min(room, size - i * room), f.name if n == 1 else f'{f.name}.part-{i + 1}-of-{n}') for i in range(n)]
-        if used + size + n * 2 ** 12 > total or archives_for(new) > files:   # whole models only, within what a command returns
+        if used + size + n * 2 ** 12 > total or len(in_archives(pieces + new)) > files:   # whole models only, within what a command returns
             (left if is_carried else dropped).append(f); continue
         used += size + n * 2 ** 12                      # (a part's tar header and its share of a manifest: well under 4 KiB)
         pieces += new
-    groups, size = [[]], 0
-    for piece in pieces:
-        if groups[-1] and size + piece[2] > room: groups.append([]); size = 0
-        groups[-1].append(piece); size += piece[2]
     digests, paths = {}, []
-    for k, group in enumerate(g for g in groups if g):
+    for k, group in enumerate(in_archives(pieces)):
         path = out.with_name(out.name.removesuffix('.tar.gz') + f'-carried-{k + 1}.tar.gz')
         whole = {f'{f.parent.name}/{f.name}' for f, *_ in group}
         for w in whole:
@@ -226,8 +222,8 @@ def merge(archive: str | Path, results: str | Path | None = None) -> dict:
     found = dict(members)
     if 'manifest.json' in found: manifest = json.loads(found['manifest.json'])
     else:
-        profiles = {re.fullmatch(r'[\w.\-]+-(\w+)\.jsonl', Path(n).name)[1] for n, _ in members
-                    if n.startswith('rows/') and re.fullmatch(r'[\w.\-]+-(\w+)\.jsonl', Path(n).name)}
+        stores = [re.fullmatch(r'[\w.\-]+-(\w+)\.jsonl', Path(n).name) for n, _ in members if n.startswith('rows/')]
+        profiles = {s[1] for s in stores if s}
         if not (torn and len(profiles) == 1 and profiles <= set(PROFILES)):
             raise ValueError(f"{archive} is not a campaign archive (no manifest.json)")
         manifest = {'profile': profiles.pop(), 'torn_before_manifest': True}
