@@ -16,15 +16,15 @@ from .evidence import Evidence, claim, compare, conditions, convergence
 
 # %% auto #0
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN',
-           'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8', 'CONVERGENCE',
-           'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS',
-           'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits',
-           'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'protocol_splits',
-           'transfer_weights', 'patience_stop', 'train_sorting', 'size_to_reach', 'evaluate_sorting', 'with_budget',
-           'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment',
-           'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment', 'no_patience_trial',
-           'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
-           'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
+           'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8',
+           'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS',
+           'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences',
+           'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol',
+           'protocol_splits', 'transfer_weights', 'patience_stop', 'train_sorting', 'size_to_reach', 'evaluate_sorting',
+           'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
+           'object_sorting_experiment', 'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment',
+           'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects',
+           'robustness_trial', 'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
            'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
@@ -112,7 +112,8 @@ class SortingProtocol:
     n_val: int             # validation sequences (early stopping and model selection)
     n_test: int            # test sequences
     max_epochs: int        # epoch budget per training run ...
-    min_steps: int         # ... but at least this many optimizer steps (small sets get 1-2 steps an epoch)
+    min_steps: int         # ... but at least this many optimizer steps (small sets get 1-2 steps an epoch; 10,000 until four
+                           # quick runs were still improving there: a run patience stops is the same run under either floor)
     eval_every: int        # optimizer steps between validations
     patience: int          # validations without a higher validation accuracy (teacher forcing, per element) before stopping
     pretrain_n: int        # pre-training set size (paper: 3,000)
@@ -127,14 +128,14 @@ def sorting_protocol(profile: str | None = None) -> SortingProtocol:
     "The object-sorting protocol at a profile (full = the papers' grid)."
     return by_profile(
         smoke=SortingProtocol([100, 300], [100], 128, 1, 1, 64, 128, 2, 4, 2, 2, 300, 300, 2),
-        quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 10000, 50, 20, 3000, 3000, 3),
+        quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 20000, 50, 20, 3000, 3000, 3),
         # gpu: the run that decides §4.2. Sizes: the quick curves' transition (no model sorts a sequence at 250, the Transformer's
         # seeds split at 500, every model is near 1.0 by 1,000) and the paper's 3,000, where the robustness study takes its
         # models; 5 seeds. Priced by `relbook estimate` from the quick sweeps' stopping points (runbook page): Figure 5a with
         # robustness, and pre-training, each a little over one 25-minute H100 run over 4 workers (campaigns resume)
         gpu=SortingProtocol([250, 500, 1000, 3000], [250, 500, 1000],
-                            512, 5, 5, 500, 2000, 400, 10000, 25, 40, 3000, 3000, 5),
-        full=SortingProtocol(list(range(100, 3001, 100)), list(range(100, 3001, 100)), 512, 10, 10, 500, 2000, 400, 10000, 25, 40,
+                            512, 5, 5, 500, 2000, 400, 20000, 25, 40, 3000, 3000, 5),
+        full=SortingProtocol(list(range(100, 3001, 100)), list(range(100, 3001, 100)), 512, 10, 10, 500, 2000, 400, 20000, 25, 40,
                              3000, 3000, 5), profile=profile)
 
 # App. B.2.1: Adam 1e-3, β = (0.9, 0.999), ε = 1e-7 (Keras). Stopping and model selection follow the official script
@@ -147,6 +148,7 @@ SORTING_TRAIN_LITERAL = replace(SORTING_TRAIN, monitor='loss', mode='min', tie_b
 
 # %% ../nbs/05_object_sorting.ipynb #c015
 TRANSFERS = ('all', 'decoder')   # what a pre-trained model hands on: every weight, or the decoder's only (official Transformer)
+PLATEAU_STEPS = 10_000   # the plateau check's budget (stop=False trains all of it): the floor it was run under, not raised with min_steps
 
 def _cache_path(name: str, task: str, n_train: int, seed: int, cfg: TrainConfig):
     "Where a trained model of this exact configuration and data is kept (under results/checkpoints, git-ignored)."
@@ -189,7 +191,8 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
                   dropout_seed: int | None = None) -> tuple[nn.Module, dict]:
     """Train `name` on the first `n_train` pool sequences of `task` ('main' or 'pretrain'); reuse a cached run if asked.
     `stop=True`: the protocol's rule (patience on validation accuracy, best model by it); `stop=False`: App. B.2.1 read
-    literally (the whole step budget, the best model by validation loss), with the validation curve in the returned info.
+    literally (the whole step budget, at most PLATEAU_STEPS, the best model by validation loss), with the validation curve in
+    the returned info.
     `dropout_seed`: the global generator is re-seeded with it just before training, so that only the dropout masks differ
     from the model the same seed trains otherwise (initial weights, data and batch order are drawn before or apart)."""
     check_choice(task, 'task', ('main', 'pretrain'))
@@ -198,7 +201,7 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
         check_seed(dropout_seed, 'dropout_seed')
         if cache: raise ValueError("dropout_seed trains a model the cache does not key on: call it with cache=False")
     proto = sorting_protocol()
-    cfg = replace(SORTING_TRAIN if stop else SORTING_TRAIN_LITERAL, batch_size=proto.batch_size, max_steps=proto.max_steps(n_train),
+    cfg = replace(SORTING_TRAIN if stop else SORTING_TRAIN_LITERAL, batch_size=proto.batch_size, max_steps=proto.max_steps(n_train) if stop else min(proto.max_steps(n_train), PLATEAU_STEPS),
                   eval_every=proto.eval_every, patience=proto.patience if stop else None)
     path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name)
     if init is not None: transfer_weights(init, net, transfer)

@@ -183,3 +183,19 @@ def test_atomic_write_leaves_only_the_file(tmp_path):
     from relbook.core import atomic_write
     p = atomic_write(tmp_path / 'sub' / 'x.json', lambda t: t.write_text('{"a": 1}'))
     assert p.read_text() == '{"a": 1}' and [f.name for f in p.parent.iterdir()] == ['x.json']
+
+
+def test_patience_stop_is_the_same_run_under_a_larger_budget():
+    "A run that patience stops before its budget is unchanged by a larger one (constant learning rate): the budget only bounds the loop."
+    def run(max_steps):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2))   # dropout: the global stream too
+        cfg = TrainConfig(lr=0.05, batch_size=32, max_steps=max_steps, eval_every=5, patience=3, monitor='acc', mode='max', tie_break='loss')
+        res = fit(net, Classification(), _blobs(256, 0), _blobs(128, 1), cfg, device='cpu', progress=False, checkpoint=None)
+        return res, net.state_dict()
+    (a, wa), (b, wb) = run(400), run(800)
+    assert a.stopped_early and a.steps < 400 and a.max_steps == 400 and b.max_steps == 800
+    assert (a.steps, a.best_step, a.history) == (b.steps, b.best_step, b.history)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    c, _ = run(a.steps - 5)                          # a budget that ends the run before patience would: another run
+    assert not c.stopped_early and c.steps == a.steps - 5
