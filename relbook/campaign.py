@@ -18,8 +18,8 @@ __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_L
            'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
            'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN', 'GPU_HOLD', 'parse_budget',
            'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon', 'throughput',
-           'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'makespan', 'estimate', 'runbook_frame',
-           'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
+           'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate',
+           'runbook_frame', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -538,23 +538,35 @@ def calibrate(store: str | Path | None = None) -> dict:
     return dict(c=per_step / (f['ops_step'] + OLD_STEP_OPS), seconds_per_step=per_step, ops_step=f['ops_step'] + OLD_STEP_OPS,
                 rows=len(rows), device=rows[0]['device_name'], commit=rows[0].get('git_sha'))
 
-def _row_share(r: dict) -> float | None:
-    "The share of its step budget one result row used before patience stopped it (None if the row does not say)."
-    if r.get('fit_max_steps') and r.get('fit_steps') is not None: return r['fit_steps'] / r['fit_max_steps']
+def quick_budgets(name: str) -> dict[str, int]:
+    """The step budget each `quick` configuration of `name` has under the current code (its last fit's), keyed by the trial's
+    parameters without the seed: probed, nothing trained ({} if the probe cannot run). A stored row may predate a larger budget."""
+    try: recs = probe_trials(name, 'quick')
+    except Exception: return {}
+    return {trial_key(r['config']): int(r['fits'][-1]['max_steps']) for r in recs if r['fits']}
+
+def _row_share(r: dict, budget_now: int | None = None) -> float | None:
+    """The share of its step budget one result row used before patience stopped it (None if the row does not say). A row that
+    patience stopped under a smaller budget than its configuration has now (`budget_now`) is the same run under the larger one
+    (the budget only bounds fit's loop): its steps count against the budget it would have now."""
+    if r.get('fit_max_steps') and r.get('fit_steps') is not None:
+        if budget_now and r.get('fit_stopped_early') and budget_now > r['fit_max_steps']: return r['fit_steps'] / budget_now
+        return r['fit_steps'] / r['fit_max_steps']
     if r.get('epochs') and r.get('epochs_run') is not None: return r['epochs_run'] / r['epochs']   # older rows
     return None
 
-def _step_share(name: str, config: dict | None = None) -> float:
+def _step_share(name: str, config: dict | None = None, budgets: dict[str, int] | None = None) -> float:
     """The median share of the step budget this experiment's `quick` trials used before patience stopped them (1 if unknown).
     With `config` (a probed configuration), the median over the quick trials with the same text-valued parameters (model,
     agent, ...), when there are any: models of one sweep can stop at very different points (a symbolic MLP at a third of its
-    budget, the Abstractors beside it at a twentieth)."""
-    rows = store_for(name, 'quick').rows()
+    budget, the Abstractors beside it at a twentieth). `budgets` (from `quick_budgets`): each configuration's budget now."""
+    rows, budgets = store_for(name, 'quick').rows(), budgets or {}
+    share = lambda r: _row_share(r, budgets.get(trial_key({k: v for k, v in r.get('params', {}).items() if k != 'seed'})))
     cats = {k: v for k, v in (config or {}).items() if isinstance(v, str)}
     if cats:
-        like = [s for r in rows if all(r.get('params', r).get(k) == v for k, v in cats.items()) if (s := _row_share(r)) is not None]
+        like = [s for r in rows if all(r.get('params', r).get(k) == v for k, v in cats.items()) if (s := share(r)) is not None]
         if like: return float(np.median(like))
-    shares = [s for r in rows if (s := _row_share(r)) is not None]
+    shares = [s for r in rows if (s := share(r)) is not None]
     return float(np.median(shares)) if shares else 1.0
 
 def makespan(minutes: Sequence[float], workers: int) -> float:
@@ -578,12 +590,13 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
             try: recs = probe_trials(n, profile, workdir=workdir)
             except ValueError as e: exps[n] = dict(note=str(e)); continue
             except Exception as e: exps[n] = dict(note=f"the probe failed: {type(e).__name__}: {e}"); continue   # shown on the page
-            share = _step_share(n)
+            budgets = quick_budgets(n)      # the quick rows' shares are counted against the budgets their configurations have now
+            share = _step_share(n, budgets=budgets)
             from relbook import core
             sized0 = core.GPU_SIZED[0]; gpu_trials = intercept(n, profile)[0]; sized = core.GPU_SIZED[0] > sized0   # a gpu value of its own
             own = profile == 'quick' or sized or [trial_key(t) for t in gpu_trials] != [trial_key(t) for t in intercept(n, 'quick')[0]]
             bound = sum(trial_seconds(r, cal['c']) * r['trials'] for r in recs) / 60
-            per = [trial_seconds(r, cal['c'], step_share=_step_share(n, r['config'])) / 60 for r in recs]   # one trial of each configuration
+            per = [trial_seconds(r, cal['c'], step_share=_step_share(n, r['config'], budgets)) / 60 for r in recs]   # one trial of each configuration
             expected = sum(m * r['trials'] for m, r in zip(per, recs))
             steps = [f['max_steps'] for r in recs for f in r['fits']]
             exps[n] = dict(trials=sum(r['trials'] for r in recs), configs=len(recs), own_sizes=bool(own), step_share=round(share, 3),
@@ -642,7 +655,7 @@ def runbook_frame() -> pd.DataFrame:
 # experiment that reuses another's models comes after it). Chapter 11 needs two runs: its imitation agents alone fill one,
 # and Experiment 4 starts from them (they travel back as carried archives). Chapter 7's role analysis (a 6-layer
 # TP-Transformer and its no-roles twin, 12,000 steps of 256 each) does not fit beside the benchmark and has a run of its own.
-# Chapter 5 needs two as well: under its stopping rule (patience on validation accuracy, a 10,000-update floor) Figure 5a
+# Chapter 5 needs two as well: under its stopping rule (patience on validation accuracy, a 20,000-update floor) Figure 5a
 # with the robustness study (which reuses Figure 5a's 3,000-sequence models) is one, the pre-training study another; each
 # is priced a little over 25 minutes and runs as several campaign commands, which resume one another.
 GPU_RUNS = {'chapter 5, run 1': ['object_sorting', 'sorting_robustness'],
@@ -723,7 +736,7 @@ def _plan_lines(gp: dict) -> list[str]:
              f"trials on {cal['device']}, {cal['seconds_per_step'] * 1e3:.2f} ms per update of {cal['ops_step']} operators), "
              f"{gp['flops_per_s'] / 1e12:.0f} TFLOP/s. *Budget* assumes every trial runs its whole step budget; *expected* "
              f"scales each configuration's budget by the share its `quick` trials (those of the same model, where there are "
-             f"any) used before patience stopped them; *wall* is expected over "
+             f"any) used before patience stopped them, counted against the budget each has now; *wall* is expected over "
              f"{w} worker processes sharing the GPU, each taking the next trial in order, so never shorter than the longest "
              f"trial (launch-bound work overlaps; not yet measured).", '',
              f"*Sized* says whether the experiment sets its own `{gp['profile']}` settings; where it does not, a campaign runs its "
