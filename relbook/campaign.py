@@ -540,9 +540,10 @@ def calibrate(store: str | Path | None = None) -> dict:
 
 def quick_budgets(name: str) -> dict[str, int]:
     """The step budget each `quick` configuration of `name` has under the current code (its last fit's), keyed by the trial's
-    parameters without the seed: probed, nothing trained ({} if the probe cannot run). A stored row may predate a larger budget."""
+    parameters without the seed: probed, nothing trained ({} for an experiment without a sweep). A stored row may predate a
+    larger budget."""
     try: recs = probe_trials(name, 'quick')
-    except Exception: return {}
+    except ValueError: return {}             # no sweep to probe (as `estimate` notes for its own probe)
     return {trial_key(r['config']): int(r['fits'][-1]['max_steps']) for r in recs if r['fits']}
 
 def _row_share(r: dict, budget_now: int | None = None) -> float | None:
@@ -590,7 +591,8 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
             try: recs = probe_trials(n, profile, workdir=workdir)
             except ValueError as e: exps[n] = dict(note=str(e)); continue
             except Exception as e: exps[n] = dict(note=f"the probe failed: {type(e).__name__}: {e}"); continue   # shown on the page
-            budgets = quick_budgets(n)      # the quick rows' shares are counted against the budgets their configurations have now
+            try: budgets, share_note = quick_budgets(n), None   # the quick rows' shares, counted against today's budgets
+            except Exception as e: budgets, share_note = {}, f"quick budgets not probed ({type(e).__name__}: {e}): shares against the rows' own"
             share = _step_share(n, budgets=budgets)
             from relbook import core
             sized0 = core.GPU_SIZED[0]; gpu_trials = intercept(n, profile)[0]; sized = core.GPU_SIZED[0] > sized0   # a gpu value of its own
@@ -607,6 +609,7 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
                            trial_min=[[round(m, 3), r['trials']] for m, r in zip(per, recs)],
                            wall_min=round(makespan([m for m, r in zip(per, recs) for _ in range(r['trials'])], workers), 1),
                            after=names[:i])     # wall: no shorter than its longest trial (tp_roles: 2 trials, 4 workers)
+            if share_note: exps[n]['share_note'] = share_note
     plan_ = dict(profile=profile, workers=workers, commit=commit, probed_on=provenance().get('device_name'),
                  calibration={k: (round(v, 9) if isinstance(v, float) else v) for k, v in cal.items()},
                  flops_per_s=F_EFF, opt_ops=OPT_OPS, clip_ops=CLIP_OPS, experiments=exps)
