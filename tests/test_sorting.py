@@ -139,3 +139,19 @@ def test_a_pretrained_trial_does_not_depend_on_which_trial_trained_the_shared_mo
         assert cached == [0, 1], cached
         for k in ('val_loss', 'acc', 'ar_seq_acc', 'best_step'):
             assert out[0][k] == out[1][k], (k, out[0][k], out[1][k])
+
+
+def test_plateau_check_keeps_its_budget(monkeypatch):
+    "The learning curves train under the protocol's floor (20,000 at quick); the plateau check (stop=False) stays at PLATEAU_STEPS."
+    from relbook.core import using_profile
+    class Recorded(Exception): pass
+    seen = []
+    def fake_fit(net, task, train, val, cfg, **kw):          # record the configuration, train nothing
+        seen.append(cfg); raise Recorded
+    monkeypatch.setattr(so, 'fit', fake_fit)
+    with using_profile('quick'):
+        for stop in (True, False):
+            with pytest.raises(Recorded): so.train_sorting('Abstractor', 500, 0, stop=stop)
+        assert so.sorting_protocol().max_steps(500) == 20_000
+    assert (seen[0].max_steps, seen[0].patience, seen[0].monitor) == (20_000, 20, 'acc')
+    assert (seen[1].max_steps, seen[1].patience, seen[1].monitor) == (so.PLATEAU_STEPS, None, 'loss') and so.PLATEAU_STEPS == 10_000
