@@ -201,7 +201,8 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
         check_seed(dropout_seed, 'dropout_seed')
         if cache: raise ValueError("dropout_seed trains a model the cache does not key on: call it with cache=False")
     proto = sorting_protocol()
-    cfg = replace(SORTING_TRAIN if stop else SORTING_TRAIN_LITERAL, batch_size=proto.batch_size, max_steps=proto.max_steps(n_train) if stop else min(proto.max_steps(n_train), PLATEAU_STEPS),
+    budget = proto.max_steps(n_train) if stop else min(proto.max_steps(n_train), PLATEAU_STEPS)
+    cfg = replace(SORTING_TRAIN if stop else SORTING_TRAIN_LITERAL, batch_size=proto.batch_size, max_steps=budget,
                   eval_every=proto.eval_every, patience=proto.patience if stop else None)
     path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name)
     if init is not None: transfer_weights(init, net, transfer)
