@@ -14,7 +14,7 @@ import torch
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
            'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model', 'provenance',
            'check_shape', 'check_choice', 'check_seed', 'check_positive', 'check_dtype', 'check_floating',
-           'check_finite', 'check_ids']
+           'check_finite', 'tag_id_range', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -214,12 +214,33 @@ def check_finite(value: Any, name: str, lo: float | None = None) -> float:
         raise ValueError(f"{name} must be a finite number{f' >= {lo}' if lo is not None else ''}, got {value!r}")
     return value
 
+_ID_RANGE = '_relbook_id_range'      # attribute of a tensor whose values are known: (lo, hi, its version counter then)
+
+def tag_id_range(t: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    """Record on `t` that every value of it lies in [lo, hi]; returns `t`. `check_ids` then checks that range against the
+    vocabulary instead of reading `t` back (on a GPU, a host sync), for `t` and every view of it, until `t` is changed in
+    place. `fit` reads each integer tensor's range of the training data once and tags every batch drawn from it."""
+    try: setattr(t, _ID_RANGE, (int(lo), int(hi), t._version))
+    except RuntimeError: pass                # an inference-mode tensor has no version counter: it stays untagged
+    return t
+
+def _known_range(ids: torch.Tensor) -> tuple[int, int] | None:
+    "The [lo, hi] recorded on `ids` or on the tensor it is a view of, unless that tensor was changed in place since."
+    for t in (ids, ids._base):
+        r = getattr(t, _ID_RANGE, None) if t is not None else None
+        try:
+            if r is not None and r[2] == t._version: return r[:2]
+        except RuntimeError: return None
+    return None
+
 def check_ids(ids: torch.Tensor, name: str, vocab: int, dim: int = 2) -> torch.Tensor:
-    "Raise ValueError unless `ids` is an integer tensor of `dim` dimensions with every id in [0, vocab)."
+    """Raise ValueError unless `ids` is an integer tensor of `dim` dimensions with every id in [0, vocab). The values are read
+    back only when no range recorded by `tag_id_range` already places them in [0, vocab)."""
     if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise ValueError(f"{name} must be a tensor of integer token ids, got {_what(ids)}")
     if ids.dim() != dim:
         raise ValueError(f"{name} must have {dim} dimensions {'(batch, n)' if dim == 2 else ''}, got shape {tuple(ids.shape)}")
+    if (r := _known_range(ids)) is not None and r[0] >= 0 and r[1] < vocab: return ids
     if ids.numel() and (ids.min() < 0 or ids.max() >= vocab):
         raise ValueError(f"{name} must hold token ids in [0, {vocab}), got ids in [{int(ids.min())}, {int(ids.max())}]")
     return ids

@@ -204,11 +204,10 @@ class AugmentedClassification(Classification):
         self.n_classes, self.padding, self.alpha, self.p_cutmix = n_classes, padding, alpha, p_cutmix
         self.gen = torch.Generator().manual_seed(seed)
     def loss(self, model, batch):
-        x, y = batch
-        dev = x.device
-        x = random_crop(x.cpu(), self.padding, self.gen)
-        x, t = mixup_cutmix(x, F.one_hot(y.cpu(), self.n_classes).float(), self.alpha, self.gen, self.p_cutmix)
-        return torch.sum(-t.to(dev) * F.log_softmax(model(x.to(dev)), -1), -1).mean()
+        x, y = batch                       # augmented where they are: the draws come from the CPU generator, nothing is read back
+        onehot = torch.zeros(len(y), self.n_classes, device=y.device).scatter_(1, y[:, None], 1.0)
+        x, t = mixup_cutmix(random_crop(x, self.padding, self.gen), onehot, self.alpha, self.gen, self.p_cutmix)
+        return torch.sum(-t * F.log_softmax(model(x), -1), -1).mean()
 
 def vision_trial(model: str, dataset: str, seed: int) -> dict:
     p, dev = vision_protocol(), get_device()

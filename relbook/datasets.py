@@ -160,6 +160,12 @@ def normalize(images: torch.Tensor,   # (n, c, h, w), any dtype
     return (images.float() - mean.float()[:, None, None]) / std.float()[:, None, None]
 
 # %% ../nbs/95_datasets.ipynb #c021
+def _sent(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CPU tensor (random draws of a CPU generator) on `device`; to a GPU by an asynchronous copy from pinned memory, so the
+    host does not wait for the GPU (the images stay on their device: augmenting a batch reads nothing back)."""
+    if device.type != 'cuda': return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
 def _check_generator(generator) -> torch.Generator:
     if not isinstance(generator, torch.Generator): raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     return generator
@@ -172,11 +178,12 @@ def random_crop(images: torch.Tensor,   # (n, c, h, w)
     if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
         raise ValueError(f"padding must be an int >= 0, got {padding!r}")
     n, c, h, w = images.shape
-    x = F.pad(images, (padding,) * 4)                                            # (n, c, h + 2p, w + 2p)
-    dy, dx = torch.randint(0, 2 * padding + 1, (2, n, 1), generator=generator)  # offsets, each (n, 1)
-    rows = (dy + torch.arange(h))[:, None, :, None]                             # (n, 1, h, 1)
-    cols = (dx + torch.arange(w))[:, None, None, :]                             # (n, 1, 1, w)
-    return x[torch.arange(n)[:, None, None, None], torch.arange(c)[None, :, None, None], rows, cols]
+    x, dev = F.pad(images, (padding,) * 4), images.device                       # (n, c, h + 2p, w + 2p)
+    dy, dx = _sent(torch.randint(0, 2 * padding + 1, (2, n, 1), generator=generator), dev)   # offsets, each (n, 1)
+    ar = lambda k: torch.arange(k, device=dev)
+    rows = (dy + ar(h))[:, None, :, None]                                       # (n, 1, h, 1)
+    cols = (dx + ar(w))[:, None, None, :]                                       # (n, 1, 1, w)
+    return x[ar(n)[:, None, None, None], ar(c)[None, :, None, None], rows, cols]
 
 # %% ../nbs/95_datasets.ipynb #c024
 def mixup_cutmix(x: torch.Tensor,          # (b, c, h, w) images
@@ -190,7 +197,7 @@ def mixup_cutmix(x: torch.Tensor,          # (b, c, h, w) images
     check_positive(alpha, 'alpha', integer=False); _check_generator(generator)
     if not isinstance(p_cutmix, (int, float)) or not 0 <= p_cutmix <= 1: raise ValueError(f"p_cutmix must be in [0, 1], got {p_cutmix!r}")
     b, _, h, w = x.shape
-    perm = torch.randperm(b, generator=generator)
+    perm = _sent(torch.randperm(b, generator=generator), x.device)
     u_cut, u_y, u_x = torch.rand(3, generator=generator).tolist()
     lam = float(np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator))).beta(alpha, alpha))
     x, y = x.float(), y_onehot.float()

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 try: import fcntl                      # POSIX file locks: workers sharing a store claim trials with them
 except ImportError: fcntl = None        # (elsewhere a store serves one worker at a time)
 from .core import (PROFILES, get_profile, using_profile, seed_everything, get_device, provenance,
-                          results_dir, check_choice, check_positive, check_finite, atomic_write)
+                          results_dir, check_choice, check_positive, check_finite, atomic_write, tag_id_range)
 
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
@@ -44,6 +44,16 @@ def n_items(data: Sequence[torch.Tensor]) -> int:
 def subset(data: Sequence[torch.Tensor], idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
     "The items `idx` of every tensor in `data`."
     return tuple(t[idx] for t in check_data(data))
+
+def _is_ids(t: torch.Tensor) -> bool: return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
+def _id_ranges(data: Sequence[torch.Tensor]) -> list:
+    "(min, max) of each non-empty integer tensor of `data` (None for the others): read once, before training."
+    return [(int(t.min()), int(t.max())) if _is_ids(t) and t.numel() else None for t in data]
+
+def _tagged(batch: tuple, ranges: list) -> tuple:
+    "`batch` with each integer tensor tagged with its dataset's range: `check_ids` need not read it back (a GPU sync)."
+    return tuple(t if r is None else tag_id_range(t, *r) for t, r in zip(batch, ranges))
 
 def batches(data: Sequence[torch.Tensor], batch_size: int, shuffle: bool = False,
             generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, ...]]:
@@ -348,7 +358,9 @@ def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequen
 def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) -> FitResult:
     "`fit`'s loop, inside its precision scope."
     model.to(device)
-    train = tuple(t.to(device) for t in check_data(train, 'train'))
+    train = check_data(train, 'train')
+    ranges = _id_ranges(train)          # every batch is tagged with them: no step reads its ids back to check them
+    train = tuple(t.to(device) for t in train)
     val = None if val is None else tuple(t.to(device) for t in check_data(val, 'val'))
     if val is not None: _check_monitor(model, task, val, cfg)
     key = f'val_{cfg.monitor}' if val is not None else 'train_loss'
@@ -386,7 +398,7 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
         if on_dev is None: on_dev = _to_device(st['order'], device)   # once an epoch, without waiting for the GPU
         idx = on_dev[st['pos']:st['pos'] + cfg.batch_size]; st['pos'] += cfg.batch_size
         if st['pos'] >= n: st['order'] = None
-        loss = _train_step(model, task, subset(train, idx), opt, sched, amp, cfg); st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
+        loss = _train_step(model, task, _tagged(subset(train, idx), ranges), opt, sched, amp, cfg); st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
         if st['step'] % eval_every == 0 or st['step'] == max_steps:
             train_loss = float(run_sum) / st['run_n']                    # the one host sync, once per evaluation
             if not math.isfinite(train_loss):
@@ -639,10 +651,12 @@ def _campaign_cli(a) -> int:
                   f"{r['checkpoints']} checkpoints restored")
         return 0
     if a.cmd == 'throughput':
-        for mps in {'off': [False], 'on': [True], 'both': [False, True]}[a.mps]:
-            for n in a.workers:
-                r = cp.throughput(n, a.steps, a.model, a.n_train, a.profile, a.device, mps)
-                print(json.dumps({**r, **{k: v for k, v in provenance(get_device(a.device)).items() if k in ('git_sha', 'device_name', 'torch')}}), flush=True)
+        both = {'off': [False], 'on': [True], 'both': [False, True]}
+        for mps in both[a.mps]:
+            for read_ids in both[a.read_ids]:
+                for n in a.workers:
+                    r = cp.throughput(n, a.steps, a.model, a.n_train, a.profile, a.device, mps, read_ids=read_ids)
+                    print(json.dumps({**r, **{k: v for k, v in provenance(get_device(a.device)).items() if k in ('git_sha', 'device_name', 'torch')}}), flush=True)
         return 0
     m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device, mps=a.mps)
     print(f"campaign [{a.profile}] {m['wall_s']}s of {m['budget_s']:.0f}s: finished {m['finished']}, stopped: {m['stopped']}; "
@@ -678,6 +692,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument('--model', default='Transformer'); t.add_argument('--n-train', type=int, help="training sequences (default: the profile's largest size)")
     t.add_argument('--profile', default='gpu', choices=PROFILES); t.add_argument('--device', help='torch device, e.g. cuda or cpu')
     t.add_argument('--mps', default='off', choices=('off', 'on', 'both'), help="CUDA's Multi-Process Service: without, with, or each")
+    t.add_argument('--read-ids', default='off', choices=('off', 'on', 'both'),
+                   help="'on': each forward reads its ids back to check them, as before fit tagged batches (a GPU sync per step); 'both': each")
     a = ap.parse_args(argv)
     if a.cmd in ('campaign', 'merge', 'prepare', 'estimate', 'throughput'):
         try: return _campaign_cli(a)

@@ -10,7 +10,7 @@ __all__ = ['tpr_bind', 'tpr_unbind', 'dual_basis', 'hadamard_bind', 'TPMultiHead
 # %% ../nbs/06_tp_transformer.ipynb #c002
 import math
 import torch, torch.nn as nn, torch.nn.functional as F
-from .core import check_shape, check_positive, check_floating, check_dtype
+from .core import check_shape, check_positive, check_floating, check_dtype, check_ids
 
 # %% ../nbs/06_tp_transformer.ipynb #c003
 def tpr_bind(f: torch.Tensor,  # (b, m, d_f) fillers
@@ -219,9 +219,8 @@ class TPTransformer(nn.Module):
         self.dec = nn.ModuleList(TPDecoderCell(cfg) for _ in range(cfg.n_dec_layers))
     def _tokens(self, t, name):
         check_shape(t, name, ('b', None))
-        if t.dtype != torch.long or t.min() < 0 or t.max() >= self.cfg.vocab:
-            raise ValueError(f"{name} must be int64 token ids in [0, {self.cfg.vocab}), got dtype {t.dtype}")
-        return t
+        if t.dtype != torch.long: raise ValueError(f"{name} must be int64 token ids in [0, {self.cfg.vocab}), got dtype {t.dtype}")
+        return check_ids(t, name, self.cfg.vocab)            # the range; a batch `fit` tagged is not read back (no GPU sync)
     def source(self, src: torch.Tensor) -> torch.Tensor:
         "The encoder's input tokens: `src` wrapped in the start/end markers (if configured), pads kept at the end."
         self._tokens(src, 'src')

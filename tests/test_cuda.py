@@ -88,3 +88,40 @@ def test_fit_puts_tf32_back():
         assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def _model_syncs(max_steps, net, task, data):
+    "Synchronisations CUDA reports while `fit` trains `net` for `max_steps` steps (one evaluation, at the end)."
+    torch.cuda.set_sync_debug_mode('warn')
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter('always')
+            fit(net, task, data, None, TrainConfig(batch_size=128, max_steps=max_steps, eval_every=max_steps),
+                device='cuda', progress=False, checkpoint=None)
+    finally:
+        torch.cuda.set_sync_debug_mode('default')
+    return sum('synchroniz' in str(x.message).lower() for x in w)
+
+
+def test_sorting_model_steps_do_not_sync():
+    "The Abstractor of chapter 5 checks its target ids in every forward: the ids `fit` tagged are not read back per step."
+    from relbook.harness import Seq2Seq
+    from relbook.sorting import sorting_model
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(1024, 10, 12, generator=g), torch.randint(0, 11, (1024, 11), generator=g)
+    run = lambda s: _model_syncs(s, sorting_model('Abstractor'), Seq2Seq(pad_id=-1), data)
+    run(4)
+    short, long = run(20), run(200)
+    assert long - short < 20, f"{long - short} more synchronisations for 180 more steps: each step reads ids back"
+
+
+def test_augmented_vision_steps_do_not_sync():
+    "Chapter 14's crops and MixUp/CutMix: drawn on the CPU, applied on the GPU, the batch never copied back."
+    from relbook.dat_experiments import AugmentedClassification
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(1024, 3, 8, 8, generator=g), torch.randint(0, 10, (1024,), generator=g)
+    net = lambda: nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 64), nn.GELU(), nn.Linear(64, 10))
+    run = lambda s: _model_syncs(s, net(), AugmentedClassification(10), data)
+    run(4)
+    short, long = run(20), run(200)
+    assert long - short < 20, f"{long - short} more synchronisations for 180 more steps: the augmentation waits for the GPU"

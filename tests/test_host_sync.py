@@ -1,0 +1,114 @@
+"""No training step reads a tensor back to the host.
+
+On a GPU every tensor-to-Python conversion (`if t.min() < 0`, `.item()`, `.tolist()`, `.cpu()`, a boolean mask index)
+makes the host wait until the device has finished all queued work: the next step cannot be launched while this one
+runs, so small models train at the speed of their launch latency plus their kernels instead of the larger of the two.
+`tests/test_cuda.py` counts real synchronisations on a GPU; here, on the CPU, a TorchFunctionMode counts the
+conversions that would be ones, inside the forward and backward pass of real training steps (`fit`'s
+`_forward_backward`) of the experiments that train with `fit`, at the smoke profile.
+"""
+import pytest
+import torch
+import torch.nn as nn
+from torch.overrides import TorchFunctionMode
+
+import relbook.harness as H
+from relbook.core import check_ids
+
+READ_BACKS = {torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__,
+              torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.cpu,
+              torch.nonzero, torch.Tensor.nonzero, torch.masked_select, torch.Tensor.masked_select}
+
+
+class ReadBacks(TorchFunctionMode):
+    "Records each tensor-to-host conversion (a GPU sync) with the relbook line that made it."
+    def __init__(self):
+        super().__init__(); self.where = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        mask_index = (func is torch.Tensor.__getitem__ and len(args) > 1 and isinstance(args[1], torch.Tensor)
+                      and args[1].dtype == torch.bool)
+        if func in READ_BACKS or mask_index:
+            import traceback
+            frames = [f for f in traceback.extract_stack()[:-1] if '/relbook/' in f.filename]
+            self.where.append(f"{getattr(func, '__name__', func)} at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}"
+                              if frames else getattr(func, '__name__', str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def probed_steps(monkeypatch):
+    "Every training step's forward and backward pass runs under the probe; returns (steps, read-backs)."
+    seen = {'steps': 0, 'where': []}
+    inner = H._forward_backward
+
+    def probed(model, task, batch, opt, amp):
+        p = ReadBacks()
+        with p: loss = inner(model, task, batch, opt, amp)
+        seen['steps'] += 1; seen['where'] += p.where
+        return loss
+    monkeypatch.setattr(H, '_forward_backward', probed)
+    return seen
+
+
+# The experiments that train with `fit` on integer inputs (token ids) or through custom losses: each smoke run trains real
+# models of its chapter (sorting: Abstractor, Ablation, Transformer and the pre-training transfer; mathematics: Abstractor (d),
+# Transformers, TP-Transformer with and without roles; DAT seq2seq and language model; relational games; SET).
+EXPERIMENTS = ['object_sorting', 'sorting_pretraining', 'math_benchmark', 'tp_roles', 'dat_math', 'dat_lm',
+               'relational_games', 'set_classification']
+
+
+@pytest.mark.parametrize('name', EXPERIMENTS)
+def test_training_steps_read_nothing_back(name, probed_steps):
+    H.run_experiment(name, 'smoke')
+    assert probed_steps['steps'] > 0, f"{name} trained no step through fit at smoke: the test would pass without testing"
+    assert not probed_steps['where'], f"{name}: {len(probed_steps['where'])} read-backs in {probed_steps['steps']} steps, e.g. {sorted(set(probed_steps['where']))[:5]}"
+
+
+def test_untagged_ids_are_still_read_and_checked(probed_steps):
+    "The probe sees a read-back where one happens: a model fed ids that no fit tagged checks them by reading them."
+    from relbook.sorting import sorting_model
+    net = sorting_model('Transformer')
+    p = ReadBacks()
+    with p: net(torch.randn(2, 10, 12), torch.zeros(2, 10, dtype=torch.long))
+    assert any('core.py' in w for w in p.where), p.where
+    with pytest.raises(ValueError, match=r'tgt_in must hold token ids in \[0, 11\)'):
+        net(torch.randn(2, 10, 12), torch.full((2, 10), 11))
+
+
+def test_fit_still_refuses_out_of_range_ids():
+    "A training set whose ids do not fit the vocabulary: its range does not place them in [0, vocab), so the step reads the batch and fails clearly."
+    from relbook.sorting import sorting_model
+    src, tgt = torch.randn(8, 10, 12), torch.randint(0, 10, (8, 11))
+    tgt[3, 4] = 11
+    with pytest.raises(ValueError, match=r'tgt_in must hold token ids in \[0, 11\), got ids in \[0, 11\]'):
+        H.fit(sorting_model('Transformer'), H.Seq2Seq(pad_id=-1), (src, tgt), None,
+              H.TrainConfig(batch_size=8, max_steps=2), progress=False, checkpoint=None)
+
+
+def test_tagged_range_is_the_whole_datasets():
+    "fit tags each batch with its training tensor's (min, max): a batch's own ids lie inside, and check_ids reads nothing."
+    ranges = H._id_ranges((torch.randn(5, 2), torch.tensor([[2, 7], [3, 4]]), torch.tensor([True, False])))
+    assert ranges == [None, (2, 7), None]
+    batch = H._tagged((torch.randn(1, 2), torch.tensor([[3, 4]]), torch.tensor([True])), ranges)
+    p = ReadBacks()
+    with p: check_ids(batch[1][:, :1], 'tgt_in', 8)
+    assert p.where == []
+    with pytest.raises(ValueError, match=r'tgt_in must hold token ids in \[0, 7\), got ids in \[7, 8\]'):
+        check_ids(batch[1] + 4, 'tgt_in', 7)                 # arithmetic makes a new tensor: read back, checked
+
+
+def test_vision_augmentation_stays_on_the_batch_device():
+    """Crops and MixUp/CutMix draw from the task's CPU generator and apply the draws where the images are: on the meta
+    device (shapes only, no data) a read-back or a copy to the host would fail, so the loss runs only if there is none."""
+    from relbook.dat_experiments import AugmentedClassification
+    from relbook.datasets import mixup_cutmix, random_crop
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.empty(6, 3, 8, 8, device='meta'), torch.empty(6, dtype=torch.long, device='meta')
+    assert random_crop(x, 1, g).shape == (6, 3, 8, 8)
+    out, t = mixup_cutmix(x, torch.empty(6, 10, device='meta'), 0.8, g)
+    assert out.device.type == t.device.type == 'meta'
+    net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10)).to('meta')
+    for seed in range(4):                                    # MixUp and CutMix batches both
+        loss = AugmentedClassification(10, seed=seed).loss(net, (x, y))
+        assert loss.device.type == 'meta' and loss.shape == ()
