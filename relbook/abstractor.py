@@ -30,12 +30,14 @@ def check_sigma_rel(sigma_rel: str) -> str:
     return check_choice(sigma_rel, 'sigma_rel', SIGMA_REL)
 
 def allowed_pairs(n_q: int, n_k: int, *, causal: bool = False, diag_mask: bool = False,
-                  key_padding_mask: torch.Tensor | None = None) -> torch.Tensor | None:
-    "Boolean (b|1, 1, n_q, n_k) mask of the pairs (i, j) that may exchange a message, or None for all."
+                  key_padding_mask: torch.Tensor | None = None, device: torch.device | str | None = None) -> torch.Tensor | None:
+    """Boolean (b|1, 1, n_q, n_k) mask of the pairs (i, j) that may exchange a message, or None for all; built on `device`
+    (default: the key padding mask's, else the CPU), so that a model on a GPU copies nothing to it (a host sync) per forward."""
     allow = None
+    if device is None: device = key_padding_mask.device if key_padding_mask is not None else 'cpu'
     if causal or diag_mask:
-        i, j = torch.arange(n_q)[:, None], torch.arange(n_k)[None, :]
-        allow = torch.ones(n_q, n_k, dtype=torch.bool)
+        i, j = torch.arange(n_q, device=device)[:, None], torch.arange(n_k, device=device)[None, :]
+        allow = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
         if causal: allow = allow & (j <= i)
         if diag_mask: allow = allow & (j != i)
         allow = allow[None, None]                                               # (1, 1, n_q, n_k)
@@ -122,8 +124,8 @@ class RelationalCrossAttention(nn.Module):
         q, k = self.relations(x)
         v = self.w_v(symbols).unflatten(-1, (self.h, self.d_v)).transpose(1, 2)     # (b|1, h, n, v)
         if relative: v = v[0]                                                          # (h, 2L-1, v)
-        allow = allowed_pairs(s['n'], s['n'], causal=causal, diag_mask=self.diag_mask, key_padding_mask=key_padding_mask)
-        res = rca_kernel(q, k, v, self.sigma_rel, None if allow is None else allow.to(x.device), relative, self.scale, return_relations)
+        allow = allowed_pairs(s['n'], s['n'], causal=causal, diag_mask=self.diag_mask, key_padding_mask=key_padding_mask, device=x.device)
+        res = rca_kernel(q, k, v, self.sigma_rel, allow, relative, self.scale, return_relations)
         out, R = res if return_relations else (res, None)
         out = self.w_o(out.transpose(1, 2).flatten(2))                                 # (b, n, d)
         return (out, R) if return_relations else out
@@ -172,11 +174,11 @@ def rca_reference(rca: RelationalCrossAttention, x: torch.Tensor, symbols: torch
     return torch.stack(out)
 
 # %% ../nbs/03_abstractor.ipynb #c018
-def sinusoidal(n: int, d: int) -> torch.Tensor:
-    "The sinusoidal position encoding PE[p, 2i] = sin(p/10000^(2i/d)), PE[p, 2i+1] = cos(…): (n, d)."
-    pos = torch.arange(n, dtype=torch.float32)[:, None]
-    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d, 2, dtype=torch.float32) / d)
-    pe = torch.zeros(n, d)
+def sinusoidal(n: int, d: int, device: torch.device | str | None = None) -> torch.Tensor:
+    "The sinusoidal position encoding PE[p, 2i] = sin(p/10000^(2i/d)), PE[p, 2i+1] = cos(…): (n, d), computed on `device`."
+    pos = torch.arange(n, dtype=torch.float32, device=device)[:, None]
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d, 2, dtype=torch.float32, device=device) / d)
+    pe = torch.zeros(n, d, device=device)
     pe[:, 0::2] = torch.sin(pos * freq); pe[:, 1::2] = torch.cos(pos * freq)[:, : d // 2]
     return pe
 
@@ -195,8 +197,10 @@ class LearnedSymbols(nn.Module):
 class SinusoidalSymbols(nn.Module):
     "Non-parametric symbols: the sinusoidal position encoding (any length)."
     relative = False
-    def __init__(self, d_model: int): super().__init__(); self.d_model = check_positive(d_model, 'd_model')
-    def forward(self, n: int) -> torch.Tensor: return sinusoidal(n, self.d_model)   # (n, d)
+    def __init__(self, d_model: int):
+        super().__init__(); self.d_model = check_positive(d_model, 'd_model')
+        self.register_buffer('anchor', torch.empty(0), persistent=False)        # follows .to(device): the symbols are made there
+    def forward(self, n: int) -> torch.Tensor: return sinusoidal(n, self.d_model, self.anchor.device)   # (n, d)
 
 class PositionRelativeSymbols(nn.Module):
     "Learned relative symbols s_{-(L-1)}…s_{L-1} (eq. 7); forward(n) gives the 2n-1 central ones."
@@ -236,8 +240,7 @@ class MultiHeadAttention(nn.Module):
         q = self.w_q(x).unflatten(-1, (self.h, self.d_k)).transpose(1, 2)        # (b, h, t, k)
         k = self.w_k(c).unflatten(-1, (self.h, self.d_k)).transpose(1, 2)        # (b, h, n, k)
         v = self.w_v(c).unflatten(-1, (self.h, self.d_v)).transpose(1, 2)        # (b, h, n, v)
-        allow = allowed_pairs(x.shape[1], c.shape[1], causal=causal, key_padding_mask=key_padding_mask)
-        allow = None if allow is None else allow.to(x.device)
+        allow = allowed_pairs(x.shape[1], c.shape[1], causal=causal, key_padding_mask=key_padding_mask, device=x.device)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=allow)
         if allow is not None: out = torch.where(allow.any(-1, keepdim=True), out, 0.0)
         return self.w_o(out.transpose(1, 2).flatten(2))                          # (b, t, d)
@@ -276,7 +279,7 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, d_k, dropout) for _ in range(n_layers))
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         check_shape(x, 'x', (None, None, self.d_model))
-        if self.positions: x = x + sinusoidal(x.shape[1], self.d_model).to(x)
+        if self.positions: x = x + sinusoidal(x.shape[1], self.d_model, x.device).to(x.dtype)
         for layer in self.layers: x = layer(x, key_padding_mask, causal)
         return x
 
@@ -395,7 +398,7 @@ class MultiAttentionDecoder(nn.Module):
     def forward(self, y: torch.Tensor, contexts: list[tuple[torch.Tensor, torch.Tensor | None]]) -> torch.Tensor:
         "y: (b, t, d) embedded targets; contexts: [(states (b, n_i, d), key padding mask (b, n_i) or None)]."
         if len(contexts) != self.n_contexts: raise ValueError(f"contexts must hold {self.n_contexts} sequences, got {len(contexts)}")
-        y = y + sinusoidal(y.shape[1], self.d_model).to(y)
+        y = y + sinusoidal(y.shape[1], self.d_model, y.device).to(y.dtype)
         for layer in self.layers: y = layer(y, contexts)
         return y
 

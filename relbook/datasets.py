@@ -163,8 +163,8 @@ def normalize(images: torch.Tensor,   # (n, c, h, w), any dtype
 def _sent(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A CPU tensor (random draws of a CPU generator) on `device`; to a GPU by an asynchronous copy from pinned memory, so the
     host does not wait for the GPU (the images stay on their device: augmenting a batch reads nothing back)."""
-    if device.type != 'cuda': return t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)
+    if device.type == 'cpu': return t
+    return (t.pin_memory() if device.type == 'cuda' else t).to(device, non_blocking=True)
 
 def _check_generator(generator) -> torch.Generator:
     if not isinstance(generator, torch.Generator): raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")

@@ -3,9 +3,12 @@
 On a GPU every tensor-to-Python conversion (`if t.min() < 0`, `.item()`, `.tolist()`, `.cpu()`, a boolean mask index)
 makes the host wait until the device has finished all queued work: the next step cannot be launched while this one
 runs, so small models train at the speed of their launch latency plus their kernels instead of the larger of the two.
-`tests/test_cuda.py` counts real synchronisations on a GPU; here, on the CPU, a TorchFunctionMode counts the
-conversions that would be ones, inside the forward and backward pass of real training steps (`fit`'s
-`_forward_backward`) of the experiments that train with `fit`, at the smoke profile.
+A CPU tensor copied to the GPU (a mask or a position encoding built on the host in every forward pass) is one too:
+PyTorch waits for a copy from pageable memory to finish.
+`tests/test_cuda.py` counts real synchronisations on a GPU. Here, on the CPU, the training steps of the experiments that
+train with `fit` (`fit`'s `_forward_backward`, at the smoke profile) run under a TorchFunctionMode that counts the
+conversions, and the first step of each fit runs once more on the meta device, a stand-in for a GPU: there a read of
+device data raises, and a tensor made on the CPU and moved to the model's device shows up as a copy to meta.
 """
 import pytest
 import torch
@@ -36,13 +39,52 @@ class ReadBacks(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+class HostToDevice(TorchFunctionMode):
+    """Records each blocking copy of a CPU tensor to another device (on a GPU, PyTorch waits for it). A copy asked to be
+    `non_blocking` is not one: the code that asks (`_sent`, `fit`'s batch order) copies from pinned memory on a GPU."""
+    def __init__(self):
+        super().__init__(); self.where = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in (torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.copy_) and isinstance(args[0], torch.Tensor):
+            src, dst = (args[1], args[0]) if func is torch.Tensor.copy_ else (args[0], out)
+            asynchronous = (kwargs or {}).get('non_blocking', False) or (len(args) > 2 and args[2] is True)
+            if (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor) and src.device.type == 'cpu' and dst.device.type != 'cpu'
+                    and not asynchronous):
+                import traceback
+                frames = [f for f in traceback.extract_stack()[:-1] if '/relbook/' in f.filename]
+                self.where.append(f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else '?')
+        return out
+
+
+def meta_step(model, task, batch) -> list:
+    """The CPU-to-device copies of one training step, found by running it on the meta device (shapes, no data) as a
+    stand-in for a GPU: a tensor a forward pass builds on the CPU and moves to the model's device shows up as a copy to
+    meta. Model, task and random state are copies: the real training is not touched."""
+    import copy
+    state = torch.get_rng_state()
+    try:
+        m, t = copy.deepcopy(model).to('meta'), copy.deepcopy(task)
+        mb = H._tagged(tuple(x.to('meta') for x in batch), H._id_ranges(batch))
+        p = HostToDevice()
+        with p:
+            m.train(); t.loss(m, mb).backward()
+        return p.where
+    finally:
+        torch.set_rng_state(state)
+
+
 @pytest.fixture
 def probed_steps(monkeypatch):
-    "Every training step's forward and backward pass runs under the probe; returns (steps, read-backs)."
-    seen = {'steps': 0, 'where': []}
+    "Every training step's forward and backward pass runs under the probe, the first of each fit also on meta."
+    seen = {'steps': 0, 'where': [], 'copies': [], 'meta_steps': 0}
     inner = H._forward_backward
 
     def probed(model, task, batch, opt, amp):
+        if not getattr(model, '_meta_probed', False):
+            seen['copies'] += meta_step(model, task, batch); seen['meta_steps'] += 1
+            model._meta_probed = True
         p = ReadBacks()
         with p: loss = inner(model, task, batch, opt, amp)
         seen['steps'] += 1; seen['where'] += p.where
@@ -53,16 +95,25 @@ def probed_steps(monkeypatch):
 
 # The experiments that train with `fit` on integer inputs (token ids) or through custom losses: each smoke run trains real
 # models of its chapter (sorting: Abstractor, Ablation, Transformer and the pre-training transfer; mathematics: Abstractor (d),
-# Transformers, TP-Transformer with and without roles; DAT seq2seq and language model; relational games; SET).
-EXPERIMENTS = ['object_sorting', 'sorting_pretraining', 'math_benchmark', 'tp_roles', 'dat_math', 'dat_lm',
-               'relational_games', 'set_classification']
+# Transformers, TP-Transformer with and without roles; DAT seq2seq, language model and vision; relational games; SET;
+# the BoxWorld encoders' supervised and imitation training).
+EXPERIMENTS = ['object_sorting', 'sorting_pretraining', 'math_benchmark', 'tp_roles', 'dat_math', 'dat_lm', 'dat_vision',
+               'relational_games', 'set_classification', 'bridge_locate', 'boxworld_imitation']
+
+
+# Chapter 14's augmentation turns draws of its CPU generator into Python numbers (crop box, MixUp weight): host values, not
+# reads of the device. On the CPU the probe cannot tell them apart; the meta step can: reading a meta tensor raises.
+HOST_DRAWS = {'dat_vision'}
 
 
 @pytest.mark.parametrize('name', EXPERIMENTS)
 def test_training_steps_read_nothing_back(name, probed_steps):
     H.run_experiment(name, 'smoke')
     assert probed_steps['steps'] > 0, f"{name} trained no step through fit at smoke: the test would pass without testing"
-    assert not probed_steps['where'], f"{name}: {len(probed_steps['where'])} read-backs in {probed_steps['steps']} steps, e.g. {sorted(set(probed_steps['where']))[:5]}"
+    if name not in HOST_DRAWS:
+        assert not probed_steps['where'], f"{name}: {len(probed_steps['where'])} read-backs in {probed_steps['steps']} steps, e.g. {sorted(set(probed_steps['where']))[:5]}"
+    assert probed_steps['meta_steps'] > 0
+    assert not probed_steps['copies'], f"{name}: a training step copies CPU tensors to the device at {sorted(set(probed_steps['copies']))[:5]}"
 
 
 def test_untagged_ids_are_still_read_and_checked(probed_steps):
