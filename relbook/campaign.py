@@ -355,11 +355,9 @@ def mps_daemon(on: bool = True, root: str | Path = MPS_DIR):
 
 def _throughput_worker(argv: Sequence[str]) -> int:
     "One `throughput` process: warm up, wait for the others at a file barrier, train `steps` updates, print the timing as JSON."
-    profile, model, n_train, steps, barrier, idx, n, read_ids = argv
+    profile, model, n_train, steps, barrier, idx, n = argv
     from relbook.core import using_profile
-    import relbook.harness as H
     from relbook.harness import Seq2Seq, TrainConfig, fit
-    if read_ids == '1': H._tagged = lambda batch, ranges: batch     # as before tagging: every forward reads its ids back (a GPU sync)
     from relbook.sorting import sorting_model, sorting_protocol, protocol_splits, SORTING_TRAIN
     from dataclasses import replace
     with using_profile(profile):
@@ -376,17 +374,15 @@ def _throughput_worker(argv: Sequence[str]) -> int:
     return 0
 
 def throughput(workers: int, steps: int = 300, model: str = 'Transformer', n_train: int | None = None, profile: str = 'gpu',
-               device: str | None = None, mps: bool = False, timeout: float = 600, read_ids: bool = False) -> dict:
+               device: str | None = None, mps: bool = False, timeout: float = 600) -> dict:
     """Updates per second of `workers` processes each training one object-sorting `model` (the `profile`'s batch, `n_train`
-    training sequences, default the profile's largest size) for `steps` updates at once, after a warm-up: how a campaign's workers share one device.
-    `read_ids=True` measures the training step as it was before `fit` tagged batches: each forward reads its target ids back
-    to check them (on a GPU, a host sync per step)."""
+    training sequences, default the profile's largest size) for `steps` updates at once, after a warm-up: how a campaign's workers share one device."""
     check_positive(workers, 'workers'); check_positive(steps, 'steps'); check_choice(profile, 'profile', PROFILES)
     env_device = str(get_device(device))
     with tempfile.TemporaryDirectory() as barrier, mps_daemon(mps) as mps_on:
         env = {**os.environ, 'RELBOOK_DEVICE': env_device, 'RELBOOK_PROGRESS': '0', 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')}
         cmd = lambda i: [sys.executable, '-c', 'import sys; from relbook.campaign import _throughput_worker; '
-                         'sys.exit(_throughput_worker(sys.argv[1:]))', profile, model, str(n_train or 0), str(steps), barrier, str(i), str(workers), str(int(read_ids))]
+                         'sys.exit(_throughput_worker(sys.argv[1:]))', profile, model, str(n_train or 0), str(steps), barrier, str(i), str(workers)]
         procs = [subprocess.Popen(cmd(i), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(workers)]
         try: outs = [p.communicate(timeout=timeout) for p in procs]
         finally:
@@ -396,7 +392,7 @@ def throughput(workers: int, steps: int = 300, model: str = 'Transformer', n_tra
     if bad: raise RuntimeError(f"throughput workers failed: {bad}")
     t = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
     span = max(x['end'] for x in t) - min(x['start'] for x in t)
-    return dict(workers=workers, mps=mps_on, read_ids=bool(read_ids), device=env_device, model=model, steps=steps, profile=profile,
+    return dict(workers=workers, mps=mps_on, device=env_device, model=model, steps=steps, profile=profile,
                 per_worker=round(sum(x['steps'] / (x['end'] - x['start']) for x in t) / workers, 2),
                 total=round(sum(x['steps'] for x in t) / span, 2), span_s=round(span, 2))
 

@@ -651,12 +651,10 @@ def _campaign_cli(a) -> int:
                   f"{r['checkpoints']} checkpoints restored")
         return 0
     if a.cmd == 'throughput':
-        both = {'off': [False], 'on': [True], 'both': [False, True]}
-        for mps in both[a.mps]:
-            for read_ids in both[a.read_ids]:
-                for n in a.workers:
-                    r = cp.throughput(n, a.steps, a.model, a.n_train, a.profile, a.device, mps, read_ids=read_ids)
-                    print(json.dumps({**r, **{k: v for k, v in provenance(get_device(a.device)).items() if k in ('git_sha', 'device_name', 'torch')}}), flush=True)
+        for mps in {'off': [False], 'on': [True], 'both': [False, True]}[a.mps]:
+            for n in a.workers:
+                r = cp.throughput(n, a.steps, a.model, a.n_train, a.profile, a.device, mps)
+                print(json.dumps({**r, **{k: v for k, v in provenance(get_device(a.device)).items() if k in ('git_sha', 'device_name', 'torch')}}), flush=True)
         return 0
     m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device, mps=a.mps)
     print(f"campaign [{a.profile}] {m['wall_s']}s of {m['budget_s']:.0f}s: finished {m['finished']}, stopped: {m['stopped']}; "
@@ -692,8 +690,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument('--model', default='Transformer'); t.add_argument('--n-train', type=int, help="training sequences (default: the profile's largest size)")
     t.add_argument('--profile', default='gpu', choices=PROFILES); t.add_argument('--device', help='torch device, e.g. cuda or cpu')
     t.add_argument('--mps', default='off', choices=('off', 'on', 'both'), help="CUDA's Multi-Process Service: without, with, or each")
-    t.add_argument('--read-ids', default='off', choices=('off', 'on', 'both'),
-                   help="'on': each forward reads its ids back to check them, as before fit tagged batches (a GPU sync per step); 'both': each")
     a = ap.parse_args(argv)
     if a.cmd in ('campaign', 'merge', 'prepare', 'estimate', 'throughput'):
         try: return _campaign_cli(a)
