@@ -12,9 +12,9 @@ import torch
 
 # %% auto #0
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
-           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model', 'provenance',
-           'check_shape', 'check_choice', 'check_seed', 'check_positive', 'check_dtype', 'check_floating',
-           'check_finite', 'tag_id_range', 'check_ids']
+           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model',
+           'cuda_graphs_on', 'provenance', 'check_shape', 'check_choice', 'check_seed', 'check_positive', 'check_dtype',
+           'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -135,12 +135,21 @@ def cpu_model() -> str:
     except OSError: pass
     return f"{name}; {torch.backends.cpu.get_cpu_capability()}"
 
+def cuda_graphs_on() -> bool:
+    """True when `$RELBOOK_CUDA_GRAPHS` is 1/true/yes: `fit` on a GPU replays its training step as a CUDA graph where the
+    fit allows it (`relbook.harness.graph_refusal`). Off by default: it changes the dropout masks' random stream."""
+    v = os.environ.get('RELBOOK_CUDA_GRAPHS', '').strip().lower()
+    if v not in ('', '0', 'false', 'no', '1', 'true', 'yes'): raise ValueError(f"RELBOOK_CUDA_GRAPHS must be 1/true/yes or 0/false/no, got {v!r}")
+    return v in ('1', 'true', 'yes')
+
 def provenance(device: torch.device | None = None) -> dict:
-    "What every result row records about where and how it was computed (commit, source hash, profile, device, CPU, torch)."
+    """What every result row records about where and how it was computed (commit, source hash, profile, device, CPU, torch;
+    on a GPU with `$RELBOOK_CUDA_GRAPHS` on, `cuda_graphs`)."""
     device = device or get_device()
     name = torch.cuda.get_device_name(device) if device.type == 'cuda' else platform.processor() or 'cpu'
+    graphs = {'cuda_graphs': True} if device.type == 'cuda' and cuda_graphs_on() else {}
     return dict(git_sha=git_sha(), source_sha=source_hash(), profile=get_profile(), device=str(device), device_name=name,
-                cpu=cpu_model(), torch=torch.__version__, threads=torch.get_num_threads())
+                cpu=cpu_model(), torch=torch.__version__, threads=torch.get_num_threads(), **graphs)
 
 # %% ../nbs/90_core.ipynb #c014
 def check_shape(x: torch.Tensor, name: str, spec: Sequence[int | str | None],

@@ -18,14 +18,15 @@ from tqdm.auto import tqdm
 try: import fcntl                      # POSIX file locks: workers sharing a store claim trials with them
 except ImportError: fcntl = None        # (elsewhere a store serves one worker at a time)
 from .core import (PROFILES, get_profile, using_profile, seed_everything, get_device, provenance,
-                          results_dir, check_choice, check_positive, check_finite, atomic_write, tag_id_range)
+                          results_dir, check_choice, check_positive, check_finite, atomic_write, tag_id_range,
+                          cuda_graphs_on)
 
 # %% auto #0
-__all__ = ['EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification', 'Regression',
-           'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for', 'make_scheduler',
-           'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline', 'stored_only', 'time_budget', 'tf32_for',
-           'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for', 'run_sweep', 'experiment', 'load_all_experiments',
-           'run_experiment', 'main']
+__all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification',
+           'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for',
+           'make_scheduler', 'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline', 'stored_only',
+           'time_budget', 'graph_refusal', 'tf32_for', 'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for',
+           'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -215,11 +216,13 @@ class TrainConfig:
         if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
             raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | None = None) -> torch.optim.Optimizer:
-    "Adam or AdamW over the trainable parameters; the fused CUDA kernel on a GPU (the CPU path stays the reference one)."
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | None = None,
+                   capturable: bool = False) -> torch.optim.Optimizer:
+    """Adam or AdamW over the trainable parameters; the fused CUDA kernel on a GPU (the CPU path stays the reference one),
+    `capturable` there when a CUDA graph is to replay its steps."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW if cfg.optimizer == 'adamw' else torch.optim.Adam
-    fused = {'fused': True} if device is not None and device.type == 'cuda' else {}
+    fused = ({'fused': True} | ({'capturable': True} if capturable else {})) if device is not None and device.type == 'cuda' else {}
     return opt(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, **fused)
 
 def autocast_for(cfg: TrainConfig, device: torch.device):
@@ -336,6 +339,54 @@ def _train_step(model, task, batch, opt, sched, amp, cfg) -> torch.Tensor:
     opt.step(); sched.step()
     return loss
 
+GRAPH_TASKS = (Classification, Regression, Seq2Seq, LanguageModeling)   # losses that draw nothing on the host
+
+def graph_refusal(task: Task, cfg: TrainConfig, device: torch.device) -> str | None:
+    """Why `fit` will not replay this fit's training step as a CUDA graph, or None if it will (with `$RELBOOK_CUDA_GRAPHS`).
+    A graph replays the kernels it captured: host work in the step (a task drawing on the CPU, as chapter 14's augmentation
+    does), a learning rate that changes, or a clipping step is not replayed, so those fits train eagerly."""
+    if device.type != 'cuda': return 'not on a GPU'
+    if type(task) not in GRAPH_TASKS: return f"the task {type(task).__name__} is not one of {[t.__name__ for t in GRAPH_TASKS]}"
+    if cfg.schedule != 'constant' or cfg.warmup_steps: return 'the learning rate changes during training'
+    if cfg.grad_clip: return 'gradient clipping'
+    return None
+
+class _GraphedStep:
+    """One training step (forward, backward, optimiser update) captured as a CUDA graph and replayed: one launch per step
+    instead of hundreds, no Python per step. A batch is copied into the captured inputs; one of another shape (an epoch's
+    last, smaller batch) is not this graph's, and `fit` trains it eagerly on the same weights and optimiser state."""
+    def __init__(self, model, task, opt, cfg, device, batch, ranges):
+        self.inputs = _tagged(tuple(t.clone() for t in batch), ranges)       # checks read no ids back while capturing
+        amp = (torch.autocast('cuda', dtype=torch.bfloat16, cache_enabled=False)   # a cast cache does not survive capture
+               if cfg.precision == 'bf16' or cfg.precision == 'auto' else contextlib.nullcontext())
+        model.train()
+        side = torch.cuda.Stream(device); side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):                     # warm-up off the capture (workspaces, autograd), weights untouched
+            for _ in range(2):
+                opt.zero_grad(set_to_none=True)
+                with amp: task.loss(model, self.inputs).backward()
+        torch.cuda.current_stream(device).wait_stream(side)
+        opt.zero_grad(set_to_none=True)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            with amp: self.loss = task.loss(model, self.inputs)
+            self.loss.backward(); opt.step()
+
+    def fits(self, batch) -> bool:
+        return all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(self.inputs, batch))
+
+    def __call__(self, batch) -> torch.Tensor:
+        for a, b in zip(self.inputs, batch): a.copy_(b)
+        self.graph.replay()
+        return self.loss
+
+    def eager(self, model, task, batch, opt, amp) -> torch.Tensor:
+        "An eager step on a batch of another shape, with the gradients in the graph's buffers (zeroed, not dropped)."
+        model.train(); opt.zero_grad(set_to_none=False)
+        with amp: loss = task.loss(model, batch)
+        loss.backward(); opt.step()
+        return loss
+
 @contextlib.contextmanager
 def tf32_for(cfg: TrainConfig, device: torch.device):
     """TF32 matrix products for the span of a fit on CUDA (precision 'auto' or 'bf16'), and the flags as they were after it:
@@ -368,7 +419,8 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
     lower = cfg.mode == 'min' or val is None
     better = (lambda a, b: a < b) if lower else (lambda a, b: a > b)
     counts = lambda a, ref: better(a, ref - cfg.min_delta if lower else ref + cfg.min_delta)   # an improvement that resets patience
-    opt, gen, n = make_optimizer(model, cfg, device), torch.Generator().manual_seed(seed), n_items(train)
+    graphs = cuda_graphs_on() and graph_refusal(task, cfg, device) is None   # replay the step as a CUDA graph
+    opt, gen, n = make_optimizer(model, cfg, device, capturable=graphs), torch.Generator().manual_seed(seed), n_items(train)
     dl, amp = deadline(), autocast_for(cfg, device)
     per_epoch = math.ceil(n / cfg.batch_size)
     max_steps, eval_every = cfg.max_steps or cfg.max_epochs * per_epoch, cfg.eval_every or per_epoch
@@ -389,7 +441,7 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
         if 'rng' in saved: _set_rng_states(saved.pop('rng'), device)
         st.update(saved)
         if st['ref'] is None: st['ref'] = st['best_score']       # a checkpoint from before min_delta: patience counted from the best
-    t0, last_save, on_dev = time.perf_counter(), time.perf_counter(), None   # on_dev: this epoch's order on the device
+    t0, last_save, on_dev, graph = time.perf_counter(), time.perf_counter(), None, None   # on_dev: this epoch's order on the device
     run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
     save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
     bar = tqdm(total=max_steps, initial=st['step'], desc='fit', leave=False, disable=not _progress_enabled(progress))
@@ -398,7 +450,12 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
         if on_dev is None: on_dev = _to_device(st['order'], device)   # once an epoch, without waiting for the GPU
         idx = on_dev[st['pos']:st['pos'] + cfg.batch_size]; st['pos'] += cfg.batch_size
         if st['pos'] >= n: st['order'] = None
-        loss = _train_step(model, task, _tagged(subset(train, idx), ranges), opt, sched, amp, cfg); st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
+        batch = _tagged(subset(train, idx), ranges)
+        if graphs and graph is None and st['step'] > 0 and len(idx) == min(cfg.batch_size, n):   # after one eager step (optimiser state)
+            graph = _GraphedStep(model, task, opt, cfg, device, batch, ranges)
+        if graph is None: loss = _train_step(model, task, batch, opt, sched, amp, cfg)
+        else: loss = graph(batch) if graph.fits(batch) else graph.eager(model, task, batch, opt, amp); sched.step()
+        st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
         if st['step'] % eval_every == 0 or st['step'] == max_steps:
             train_loss = float(run_sum) / st['run_n']                    # the one host sync, once per evaluation
             if not math.isfinite(train_loss):
