@@ -813,7 +813,10 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              'How many workers, and whether under CUDA\'s Multi-Process Service (`--mps`), is a measurement to make on the machine '
              'before a long campaign: `python3 -m relbook throughput --workers 1 4 8 14 --mps both --device cuda` prints the updates '
              'per second of each setting (object sorting at the `gpu` batch; a minute or two in all). Not yet measured on a GPU: '
-             'the 10 workers above were chosen without it.', '',
+             'the 10 workers above were chosen without it. `RELBOOK_CUDA_GRAPHS=1` makes `fit` replay its training step as a '
+             'CUDA graph (see the harness chapter); run `pytest tests/test_cuda.py` first (its graph tests compare graphed with '
+             'eager training) and measure `RELBOOK_CUDA_GRAPHS=1 python3 -m relbook throughput --workers 1 14 --device cuda` '
+             'against the same command without it; rows trained so record `cuda_graphs`.', '',
              'Give the campaign a budget some 30 s under the command\'s limit, less what runs before it: it keeps 5 % for packing, '
              'packs the rows first, then the models, and a command killed at its limit sends back only what was whole. '
              'What the tool sends back is what lies under `$OUT` (at most 8 files, 64 MiB in all). Merge each archive at home '
