@@ -154,10 +154,12 @@ def test_cuda_graph_trains_the_sorting_model_as_eager_does(monkeypatch):
     """Chapter 5's Abstractor (dropout 0.1, bf16): graphed and eager training reach validation losses within 0.15 of each
     other after 400 updates (the dropout masks differ), well below the loss they started from; the graph is faster."""
     from relbook.harness import Seq2Seq
+    from relbook.core import using_profile
     from relbook.sorting import sorting_model, protocol_splits, SORTING_TRAIN
     from dataclasses import replace
-    sp = protocol_splits(0)
-    train, val = sp.data('pool', 1000), sp.data('val')
+    with using_profile('gpu'):                           # the smoke pool holds 300 sequences
+        sp = protocol_splits(0)
+        train, val = sp.data('pool', 1000), sp.data('val')
     cfg = replace(SORTING_TRAIN, batch_size=128, max_steps=400, eval_every=100, patience=None)
     out = {}
     for graphs in (False, True):
