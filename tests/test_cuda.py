@@ -146,8 +146,11 @@ def test_cuda_graph_step_computes_the_eager_step(monkeypatch, precision):
                    TrainConfig(lr=3e-3, batch_size=128, max_steps=60, precision=precision))
         return [p.detach().float().cpu() for p in net.parameters()]
     eager, graphed = run(False), run(True)
-    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(eager, graphed)), \
-        max((a - b).abs().max().item() for a, b in zip(eager, graphed))
+    # the same kernels should give the same weights; the tolerance leaves room for a kernel choice that differs under
+    # capture, and is still far below one Adam step (about lr = 3e-3 per weight), so a lost or doubled update fails
+    tol = 1e-5 if precision == 'fp32' else 5e-4
+    gap = max((a - b).abs().max().item() for a, b in zip(eager, graphed))
+    assert gap <= tol, f"graphed weights differ from eager ones by {gap:.2e} (> {tol:.0e})"
 
 
 def test_cuda_graph_trains_the_sorting_model_as_eager_does(monkeypatch):
