@@ -742,7 +742,10 @@ def _plan_lines(gp: dict) -> list[str]:
              f"scales each configuration's budget by the share its `quick` trials (those of the same model, where there are "
              f"any) used before patience stopped them, counted against the budget each has now; *wall* is expected over "
              f"{w} worker processes sharing the GPU, each taking the next trial in order, so never shorter than the longest "
-             f"trial (launch-bound work overlaps; not yet measured).", '',
+             f"trial (launch-bound work overlaps; not yet measured). The calibration run waited for the GPU at every "
+             f"update, and so did every `gpu` step of the sorting, mathematics and DAT models until 3c1568d (ids read back "
+             f"to check them, masks and encodings copied from the CPU); no step waits now, and eager steps may cost less "
+             f"than c predicts: `relbook throughput` measures it.", '',
              f"*Sized* says whether the experiment sets its own `{gp['profile']}` settings; where it does not, a campaign runs its "
              f"`quick` settings. Experiments estimated together were probed in one results folder, in the order of the "
              f"command, as a campaign in that order runs them: a model that an earlier one caches and a later one reuses "
