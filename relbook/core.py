@@ -12,7 +12,7 @@ import torch
 
 # %% auto #0
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
-           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model',
+           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model', 'to_device',
            'cuda_graphs_on', 'provenance', 'check_shape', 'check_choice', 'check_seed', 'check_positive', 'check_dtype',
            'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
 
@@ -135,6 +135,13 @@ def cpu_model() -> str:
     except OSError: pass
     return f"{name}; {torch.backends.cpu.get_cpu_capability()}"
 
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """`t` on `device` without the host waiting where it need not: a CPU tensor goes to a GPU by an asynchronous copy from
+    pinned memory (a copy from pageable memory waits for the GPU); a copy to the CPU is a blocking one, as it must be."""
+    device = torch.device(device)
+    if device.type == 'cuda' and t.device.type == 'cpu': return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device, non_blocking=device.type != 'cpu')
+
 def cuda_graphs_on() -> bool:
     """True when `$RELBOOK_CUDA_GRAPHS` is 1/true/yes: `fit` on a GPU replays its training step as a CUDA graph where the
     fit allows it (`relbook.harness.graph_refusal`). Off by default: it changes the dropout masks' random stream."""
@@ -223,6 +230,10 @@ def check_finite(value: Any, name: str, lo: float | None = None) -> float:
         raise ValueError(f"{name} must be a finite number{f' >= {lo}' if lo is not None else ''}, got {value!r}")
     return value
 
+def _is_ids(t: torch.Tensor) -> bool:
+    "An integer tensor (the dtypes token ids may have): not floating, complex or bool."
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
 _ID_RANGE = '_relbook_id_range'      # attribute of a tensor whose values are known: (lo, hi, its version counter then)
 
 def tag_id_range(t: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
@@ -245,7 +256,7 @@ def _known_range(ids: torch.Tensor) -> tuple[int, int] | None:
 def check_ids(ids: torch.Tensor, name: str, vocab: int, dim: int = 2) -> torch.Tensor:
     """Raise ValueError unless `ids` is an integer tensor of `dim` dimensions with every id in [0, vocab). The values are read
     back only when no range recorded by `tag_id_range` already places them in [0, vocab)."""
-    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+    if not isinstance(ids, torch.Tensor) or not _is_ids(ids):
         raise ValueError(f"{name} must be a tensor of integer token ids, got {_what(ids)}")
     if ids.dim() != dim:
         raise ValueError(f"{name} must have {dim} dimensions {'(batch, n)' if dim == 2 else ''}, got shape {tuple(ids.shape)}")

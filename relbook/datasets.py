@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from .core import check_choice, check_positive, check_seed, check_shape, data_dir
+from .core import check_choice, check_positive, check_seed, check_shape, data_dir, to_device
 
 # %% auto #0
 __all__ = ['CIFAR', 'DEBIAN_DOCS', 'DEBIAN_CORPUS', 'load_cifar', 'write_cifar_batch', 'load_digits_images', 'split_indices',
@@ -160,12 +160,6 @@ def normalize(images: torch.Tensor,   # (n, c, h, w), any dtype
     return (images.float() - mean.float()[:, None, None]) / std.float()[:, None, None]
 
 # %% ../nbs/95_datasets.ipynb #c021
-def _sent(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A CPU tensor (random draws of a CPU generator) on `device`; to a GPU by an asynchronous copy from pinned memory, so the
-    host does not wait for the GPU (the images stay on their device: augmenting a batch reads nothing back)."""
-    if device.type == 'cpu': return t
-    return (t.pin_memory() if device.type == 'cuda' else t).to(device, non_blocking=True)
-
 def _check_generator(generator) -> torch.Generator:
     if not isinstance(generator, torch.Generator): raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     return generator
@@ -179,7 +173,7 @@ def random_crop(images: torch.Tensor,   # (n, c, h, w)
         raise ValueError(f"padding must be an int >= 0, got {padding!r}")
     n, c, h, w = images.shape
     x, dev = F.pad(images, (padding,) * 4), images.device                       # (n, c, h + 2p, w + 2p)
-    dy, dx = _sent(torch.randint(0, 2 * padding + 1, (2, n, 1), generator=generator), dev)   # offsets, each (n, 1)
+    dy, dx = to_device(torch.randint(0, 2 * padding + 1, (2, n, 1), generator=generator), dev)   # offsets, each (n, 1)
     ar = lambda k: torch.arange(k, device=dev)
     rows = (dy + ar(h))[:, None, :, None]                                       # (n, 1, h, 1)
     cols = (dx + ar(w))[:, None, None, :]                                       # (n, 1, 1, w)
@@ -197,7 +191,7 @@ def mixup_cutmix(x: torch.Tensor,          # (b, c, h, w) images
     check_positive(alpha, 'alpha', integer=False); _check_generator(generator)
     if not isinstance(p_cutmix, (int, float)) or not 0 <= p_cutmix <= 1: raise ValueError(f"p_cutmix must be in [0, 1], got {p_cutmix!r}")
     b, _, h, w = x.shape
-    perm = _sent(torch.randperm(b, generator=generator), x.device)
+    perm = to_device(torch.randperm(b, generator=generator), x.device)   # the images stay where they are
     u_cut, u_y, u_x = torch.rand(3, generator=generator).tolist()
     lam = float(np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator))).beta(alpha, alpha))
     x, y = x.float(), y_onehot.float()

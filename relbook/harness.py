@@ -19,7 +19,7 @@ try: import fcntl                      # POSIX file locks: workers sharing a sto
 except ImportError: fcntl = None        # (elsewhere a store serves one worker at a time)
 from .core import (PROFILES, get_profile, using_profile, seed_everything, get_device, provenance,
                           results_dir, check_choice, check_positive, check_finite, atomic_write, tag_id_range,
-                          cuda_graphs_on)
+                          cuda_graphs_on, to_device, _is_ids)
 
 # %% auto #0
 __all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification',
@@ -45,8 +45,6 @@ def n_items(data: Sequence[torch.Tensor]) -> int:
 def subset(data: Sequence[torch.Tensor], idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
     "The items `idx` of every tensor in `data`."
     return tuple(t[idx] for t in check_data(data))
-
-def _is_ids(t: torch.Tensor) -> bool: return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
 
 def _id_ranges(data: Sequence[torch.Tensor]) -> list:
     "(min, max) of each non-empty integer tensor of `data` (None for the others): read once, before training."
@@ -225,10 +223,11 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | No
     fused = ({'fused': True} | ({'capturable': True} if capturable else {})) if device is not None and device.type == 'cuda' else {}
     return opt(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, **fused)
 
-def autocast_for(cfg: TrainConfig, device: torch.device):
-    "The autocast context of a training step: bf16 on CUDA under 'auto' or 'bf16', bf16 on CPU only if asked, else none."
+def autocast_for(cfg: TrainConfig, device: torch.device, cache: bool = True):
+    """The autocast context of a training step: bf16 on CUDA under 'auto' or 'bf16', bf16 on CPU only if asked, else none.
+    `cache=False` for a step captured as a CUDA graph (autocast's cast cache does not survive capture)."""
     on = cfg.precision == 'bf16' or (cfg.precision == 'auto' and device.type == 'cuda')
-    return torch.autocast(device.type, dtype=torch.bfloat16) if on else contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache) if on else contextlib.nullcontext()
 
 def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig, max_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     "Linear warm-up for `cfg.warmup_steps`, then a constant, cosine or linear decay to 0 at `max_steps`."
@@ -307,11 +306,6 @@ def _set_rng_states(s: dict, device: torch.device) -> None:
     torch.set_rng_state(s['torch'].cpu()); np.random.set_state(s['numpy']); random.setstate(s['python'])
     if device.type == 'cuda' and 'cuda' in s: torch.cuda.set_rng_state(s['cuda'].cpu(), device)
 
-def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    "A CPU tensor on `device`; to CUDA through pinned memory and an asynchronous copy (a pageable copy waits for the GPU)."
-    if device.type != 'cuda': return t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)
-
 def _save_ckpt(path, model, opt, gen, state, device):
     "Everything a resumed fit needs to continue as if never stopped: weights, optimiser, schedule, RNGs, place in the epoch."
     blob = {'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), 'rng': _rng_states(device), **state}
@@ -325,16 +319,17 @@ def _check_monitor(model, task, val, cfg) -> None:
             raise ValueError(f"{arg} must name a metric that {type(task).__name__} reports, one of {sorted(probe)}; got {m!r}")
 
 # %% ../nbs/91_harness.ipynb #c016
-def _forward_backward(model, task, batch, opt, amp) -> torch.Tensor:
-    "The loss of `batch` and its gradients (the part of an update that cost probes count); returns the loss."
+def _forward_backward(model, task, batch, opt, amp, set_to_none: bool = True) -> torch.Tensor:
+    """The loss of `batch` and its gradients (the part of an update that cost probes count); returns the loss.
+    `set_to_none=False` zeroes the gradient buffers in place (a CUDA graph's, which its replays keep using)."""
     model.train()
     with amp: loss = task.loss(model, batch)
-    opt.zero_grad(set_to_none=True); loss.backward()
+    opt.zero_grad(set_to_none=set_to_none); loss.backward()
     return loss
 
-def _train_step(model, task, batch, opt, sched, amp, cfg) -> torch.Tensor:
+def _train_step(model, task, batch, opt, sched, amp, cfg, set_to_none: bool = True) -> torch.Tensor:
     "One optimiser update on `batch`; returns the loss (still on the device)."
-    loss = _forward_backward(model, task, batch, opt, amp)
+    loss = _forward_backward(model, task, batch, opt, amp, set_to_none)
     if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step(); sched.step()
     return loss
@@ -357,8 +352,7 @@ class _GraphedStep:
     last, smaller batch) is not this graph's, and `fit` trains it eagerly on the same weights and optimiser state."""
     def __init__(self, model, task, opt, cfg, device, batch, ranges):
         self.inputs = _tagged(tuple(t.clone() for t in batch), ranges)       # checks read no ids back while capturing
-        amp = (torch.autocast('cuda', dtype=torch.bfloat16, cache_enabled=False)   # a cast cache does not survive capture
-               if cfg.precision == 'bf16' or cfg.precision == 'auto' else contextlib.nullcontext())
+        amp = autocast_for(cfg, device, cache=False)
         model.train()
         side = torch.cuda.Stream(device); side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):                     # warm-up off the capture (workspaces, autograd), weights untouched
@@ -379,13 +373,6 @@ class _GraphedStep:
         for a, b in zip(self.inputs, batch): a.copy_(b)
         self.graph.replay()
         return self.loss
-
-    def eager(self, model, task, batch, opt, amp) -> torch.Tensor:
-        "An eager step on a batch of another shape, with the gradients in the graph's buffers (zeroed, not dropped)."
-        model.train(); opt.zero_grad(set_to_none=False)
-        with amp: loss = task.loss(model, batch)
-        loss.backward(); opt.step()
-        return loss
 
 @contextlib.contextmanager
 def tf32_for(cfg: TrainConfig, device: torch.device):
@@ -447,14 +434,14 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
     bar = tqdm(total=max_steps, initial=st['step'], desc='fit', leave=False, disable=not _progress_enabled(progress))
     while st['step'] < max_steps and not st['stopped_early']:
         if st['order'] is None: st['order'], st['pos'], on_dev = torch.randperm(n, generator=gen), 0, None   # a new epoch
-        if on_dev is None: on_dev = _to_device(st['order'], device)   # once an epoch, without waiting for the GPU
+        if on_dev is None: on_dev = to_device(st['order'], device)   # once an epoch, without waiting for the GPU
         idx = on_dev[st['pos']:st['pos'] + cfg.batch_size]; st['pos'] += cfg.batch_size
         if st['pos'] >= n: st['order'] = None
         batch = _tagged(subset(train, idx), ranges)
         if graphs and graph is None and st['step'] > 0 and len(idx) == min(cfg.batch_size, n):   # after one eager step (optimiser state)
             graph = _GraphedStep(model, task, opt, cfg, device, batch, ranges)
-        if graph is None: loss = _train_step(model, task, batch, opt, sched, amp, cfg)
-        else: loss = graph(batch) if graph.fits(batch) else graph.eager(model, task, batch, opt, amp); sched.step()
+        if graph is not None and graph.fits(batch): loss = graph(batch); sched.step()
+        else: loss = _train_step(model, task, batch, opt, sched, amp, cfg, set_to_none=graph is None)   # keep a graph's gradient buffers
         st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
         if st['step'] % eval_every == 0 or st['step'] == max_steps:
             train_loss = float(run_sum) / st['run_n']                    # the one host sync, once per evaluation

@@ -41,7 +41,7 @@ class ReadBacks(TorchFunctionMode):
 
 class HostToDevice(TorchFunctionMode):
     """Records each blocking copy of a CPU tensor to another device (on a GPU, PyTorch waits for it). A copy asked to be
-    `non_blocking` is not one: the code that asks (`_sent`, `fit`'s batch order) copies from pinned memory on a GPU."""
+    `non_blocking` is not one: the code that asks (`relbook.core.to_device`) copies from pinned memory on a GPU."""
     def __init__(self):
         super().__init__(); self.where = []
 
@@ -81,12 +81,12 @@ def probed_steps(monkeypatch):
     seen = {'steps': 0, 'where': [], 'copies': [], 'meta_steps': 0}
     inner = H._forward_backward
 
-    def probed(model, task, batch, opt, amp):
+    def probed(model, task, batch, opt, amp, *args):
         if not getattr(model, '_meta_probed', False):
             seen['copies'] += meta_step(model, task, batch); seen['meta_steps'] += 1
             model._meta_probed = True
         p = ReadBacks()
-        with p: loss = inner(model, task, batch, opt, amp)
+        with p: loss = inner(model, task, batch, opt, amp, *args)
         seen['steps'] += 1; seen['where'] += p.where
         return loss
     monkeypatch.setattr(H, '_forward_backward', probed)
