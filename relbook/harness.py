@@ -328,11 +328,13 @@ def _forward_backward(model, task, batch, opt, amp, set_to_none: bool = True) ->
     return loss
 
 def _train_step(model, task, batch, opt, sched, amp, cfg, set_to_none: bool = True) -> torch.Tensor:
-    "One optimiser update on `batch`; returns the loss (still on the device)."
+    """One optimiser update on `batch`; returns the loss (still on the device), detached: the step's autograd graph dies with
+    the step. Kept alive, its nodes would remember the stream they ran on, and a CUDA graph captured next would make that
+    stream wait on the capture (torch 2.11: "operation would make the legacy stream depend on a capturing blocking stream")."""
     loss = _forward_backward(model, task, batch, opt, amp, set_to_none)
     if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step(); sched.step()
-    return loss
+    return loss.detach()
 
 GRAPH_TASKS = (Classification, Regression, Seq2Seq, LanguageModeling)   # losses that draw nothing on the host
 
@@ -363,8 +365,9 @@ class _GraphedStep:
         opt.zero_grad(set_to_none=True)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            with amp: self.loss = task.loss(model, self.inputs)
-            self.loss.backward(); opt.step()
+            with amp: loss = task.loss(model, self.inputs)
+            loss.backward(); opt.step()
+        self.loss = loss.detach()                         # the replayed loss; no autograd node of the capture outlives it
 
     def fits(self, batch) -> bool:
         return all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(self.inputs, batch))

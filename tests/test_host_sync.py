@@ -163,3 +163,27 @@ def test_vision_augmentation_stays_on_the_batch_device():
     for seed in range(4):                                    # MixUp and CutMix batches both
         loss = AugmentedClassification(10, seed=seed).loss(net, (x, y))
         assert loss.device.type == 'meta' and loss.shape == ()
+
+
+def test_a_training_step_leaves_no_autograd_graph_behind():
+    """When step k+1 starts, no autograd node of step k is alive: `fit` keeps only the detached loss. A node kept alive
+    remembers the CUDA stream it ran on, and the CUDA graph `fit` captures at step 1 (`RELBOOK_CUDA_GRAPHS=1`) failed on
+    an H100 with "operation would make the legacy stream depend on a capturing blocking stream" while step 0's graph lived.
+    A custom autograd Function's context is its graph node; a weak reference to it dies with the node."""
+    import weakref
+    nodes, alive = [], []
+
+    class Tap(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            alive.append(sum(r() is not None for r in nodes)); nodes.append(weakref.ref(ctx)); return x.view_as(x)
+        @staticmethod
+        def backward(ctx, g): return g
+
+    class Net(nn.Module):
+        def __init__(self): super().__init__(); self.lin = nn.Linear(8, 2)
+        def forward(self, x): return Tap.apply(self.lin(x))
+
+    x, y = torch.randn(64, 8), torch.randint(0, 2, (64,))
+    H.fit(Net(), H.Classification(), (x, y), None, H.TrainConfig(batch_size=16, max_steps=6), progress=False, checkpoint=None)
+    assert len(nodes) == 6 and alive == [0] * 6, alive
