@@ -25,8 +25,8 @@ from .core import (PROFILES, get_profile, using_profile, seed_everything, get_de
 __all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification',
            'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for',
            'make_scheduler', 'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline', 'stored_only',
-           'time_budget', 'graph_refusal', 'tf32_for', 'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for',
-           'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
+           'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for', 'fit', 'trial_key', 'ResultsStore', 'grid',
+           'store_for', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -357,14 +357,14 @@ class _GraphedStep:
         amp = autocast_for(cfg, device, cache=False)
         model.train()
         side = torch.cuda.Stream(device); side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):                     # warm-up off the capture (workspaces, autograd), weights untouched
+        with torch.cuda.stream(side):                     # warm-up on the stream that captures (its workspaces), weights untouched
             for _ in range(2):
                 opt.zero_grad(set_to_none=True)
                 with amp: task.loss(model, self.inputs).backward()
         torch.cuda.current_stream(device).wait_stream(side)
         opt.zero_grad(set_to_none=True)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with torch.cuda.graph(self.graph, stream=side):
             with amp: loss = task.loss(model, self.inputs)
             loss.backward(); opt.step()
         self.loss = loss.detach()                         # the replayed loss; no autograd node of the capture outlives it
@@ -376,6 +376,22 @@ class _GraphedStep:
         for a, b in zip(self.inputs, batch): a.copy_(b)
         self.graph.replay()
         return self.loss
+
+class GraphFallback(UserWarning):
+    "A fit asked to replay its step as a CUDA graph could not capture it and trains eagerly."
+
+def _capture_step(model, task, opt, cfg, device, batch, ranges, tries: int = 2) -> _GraphedStep | None:
+    """`_GraphedStep`, or None (warned with `GraphFallback`) when capture failed `tries` times: the fit goes on eagerly.
+    A failed capture executed nothing (weights and optimiser state are as they were; its gradients are dropped). The first
+    capture in a process can fail where the next succeeds (a library's first use initialising itself on the default
+    stream), so one failure is retried."""
+    for i in range(tries):
+        try: return _GraphedStep(model, task, opt, cfg, device, batch, ranges)
+        except RuntimeError as e:                        # torch.AcceleratorError is one
+            opt.zero_grad(set_to_none=True); err = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+            if i + 1 < tries: warnings.warn(f"CUDA graph capture failed ({err}); capturing once more")
+    warnings.warn(f"CUDA graph capture failed {tries} times ({err}); this fit trains eagerly", GraphFallback)
+    return None
 
 @contextlib.contextmanager
 def tf32_for(cfg: TrainConfig, device: torch.device):
@@ -442,9 +458,9 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
         if st['pos'] >= n: st['order'] = None
         batch = _tagged(subset(train, idx), ranges)
         if graphs and graph is None and st['step'] > 0 and len(idx) == min(cfg.batch_size, n):   # after one eager step (optimiser state)
-            graph = _GraphedStep(model, task, opt, cfg, device, batch, ranges)
-        if graph is not None and graph.fits(batch): loss = graph(batch); sched.step()
-        else: loss = _train_step(model, task, batch, opt, sched, amp, cfg, set_to_none=graph is None)   # keep a graph's gradient buffers
+            graph = _capture_step(model, task, opt, cfg, device, batch, ranges) or False          # False: failed, eager from here
+        if graph and graph.fits(batch): loss = graph(batch); sched.step()
+        else: loss = _train_step(model, task, batch, opt, sched, amp, cfg, set_to_none=not graph)   # keep a graph's gradient buffers
         st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
         if st['step'] % eval_every == 0 or st['step'] == max_steps:
             train_loss = float(run_sum) / st['run_n']                    # the one host sync, once per evaluation

@@ -1,6 +1,7 @@
 """CUDA paths of the harness: bf16 autocast keeps a small task's loss curve near fp32's, and no step waits for the GPU.
 
-Skipped without CUDA (CI has none); run them on a GPU machine: `pytest tests/test_cuda.py`.
+Skipped without CUDA (CI has none); run them on a GPU machine: `pytest tests/test_cuda.py`. A fit that could not capture
+its step as a CUDA graph and trained eagerly (`GraphFallback`) fails these tests: a graph test must test a graph.
 """
 import time
 import warnings
@@ -9,9 +10,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from relbook.harness import Classification, TrainConfig, fit
+from relbook.harness import Classification, GraphFallback, TrainConfig, fit
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA (run on a GPU machine)')
+pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA (run on a GPU machine)'),
+              pytest.mark.filterwarnings('error::relbook.harness.GraphFallback')]
 
 
 def _data(n, seed):
@@ -46,6 +48,7 @@ def _sync_warnings(max_steps):
                 device='cuda', progress=False, checkpoint=None)
     finally:
         torch.cuda.set_sync_debug_mode('default')
+    assert not [x for x in w if issubclass(x.category, GraphFallback)], 'the graph was not captured: the fit trained eagerly'
     return sum('synchroniz' in str(x.message).lower() for x in w)
 
 
@@ -100,6 +103,7 @@ def _model_syncs(max_steps, net, task, data):
                 device='cuda', progress=False, checkpoint=None)
     finally:
         torch.cuda.set_sync_debug_mode('default')
+    assert not [x for x in w if issubclass(x.category, GraphFallback)], 'the graph was not captured: the fit trained eagerly'
     return sum('synchroniz' in str(x.message).lower() for x in w)
 
 
