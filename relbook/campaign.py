@@ -16,10 +16,11 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
 # %% auto #0
 __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'MPS_DIR',
            'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
-           'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN', 'GPU_HOLD', 'parse_budget',
-           'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon', 'throughput',
-           'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate',
-           'runbook_frame', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
+           'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN', 'GPU_HOLD',
+           'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon',
+           'throughput', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan',
+           'estimate', 'load_throughput', 'best_setting', 'runbook_frame', 'full_covers_gpu', 'load_gpu_plan',
+           'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -624,6 +625,45 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
 
 # %% ../nbs/97_campaign.ipynb #c021
 RUNBOOK_PAGE = 'nbs/98_gpu.md'
+THROUGHPUT = 'results/throughput.jsonl'   # rows of `relbook throughput --out`, rendered into the runbook page
+
+def load_throughput(path: str | Path | None = None) -> list[dict]:
+    "The committed throughput measurements (`results/throughput.jsonl`), oldest first; [] if none."
+    p = Path(path) if path else (repo_root() or Path.cwd()) / THROUGHPUT
+    return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+
+def best_setting(rows: Sequence[dict]) -> tuple[int, bool] | None:
+    """(workers, MPS) of the most updates per second in all among `rows` that measured this package's eager steps (not an
+    older package's comparison row, `code`; not a CUDA-graph row; not a failed one); None if there are none."""
+    ok = [r for r in rows if 'code' not in r and not r.get('cuda_graphs') and 'error' not in r and r.get('total')]
+    if not ok: return None
+    r = max(ok, key=lambda r: r['total'])
+    return int(r['workers']), bool(r['mps'])
+
+def _setting(rows: Sequence[dict], default_workers: int) -> str:
+    "The campaign's worker options: the fastest measured setting, else the plan's worker count."
+    b = best_setting(rows)
+    return f"--workers {default_workers}" if b is None else f"--workers {b[0]}" + (' --mps' if b[1] else '')
+
+def _throughput_lines(rows: Sequence[dict]) -> list[str]:
+    "The runbook's table of measured throughput: how a campaign's workers share one GPU."
+    if not rows:
+        return ['How many workers, and whether under CUDA\'s Multi-Process Service (`--mps`), is a measurement to make on the '
+                'machine before a long campaign: `python3 -m relbook throughput --workers 1 4 8 14 --mps both --device cuda '
+                '--out results/throughput.jsonl` records the updates per second of each setting. Not yet measured on a GPU.', '']
+    lines = ['How a campaign\'s workers share one GPU, measured by `relbook throughput` (each worker trains one object-sorting '
+             'model at the `gpu` batch for the steps given, after a warm-up fit; a span includes each fit\'s one evaluation) '
+             'and recorded in `results/throughput.jsonl`. *Package* is the commit whose code ran (an older one for a '
+             'before/after comparison). The commands on this page use the fastest setting of the package as it is, measured on '
+             'object sorting only: the larger models of chapters 7 and 14 may share the GPU less well.', '',
+             '| measured | device | package | model, steps | workers | MPS | CUDA graphs | updates/s per worker | updates/s in all |',
+             '|---|---|---|---|---|---|---|---|---|']
+    for r in rows:
+        res = (f"failed: {r['error']}", '–') if 'error' in r else (f"{r['per_worker']:.1f}", f"{r['total']:.1f}")
+        lines.append(f"| {str(r.get('measured_at', '?'))[:10]} | {r.get('device_name', '?')} | `{r.get('code', r.get('git_sha', '?'))}` | "
+                     f"{r.get('model', '?')}, {r.get('steps', '?')} | {r['workers']} | {'on' if r.get('mps') else 'off'} | "
+                     f"{'on' if r.get('cuda_graphs') else 'off'} | {res[0]} | {res[1]} |")
+    return lines + ['']
 
 def _minutes(s: float) -> str:
     return f'{s / 60:.1f}' if s >= 6 else f'{s / 60:.2f}'
@@ -684,18 +724,22 @@ def _stored(names: Sequence[str]) -> str:
     cov = [sweep_coverage(n, 'gpu') for n in names]
     return '–' if any(c is None for c in cov) else f"{sum(c[0] for c in cov)} of {sum(c[1] for c in cov)}"
 
-def _run_lines(gp: dict) -> list[str]:
-    "The runbook's table of GPU runs: expected wall minutes of each (from `results/gpu_plan.json`), trials stored, its command."
+def _run_lines(gp: dict, setting: str | None = None) -> list[str]:
+    """The runbook's table of GPU runs: expected wall minutes of each (from `results/gpu_plan.json`, over the plan's workers),
+    trials stored, its command (with `setting`, the worker options; default the plan's worker count)."""
+    opts = setting or f"--workers {gp['workers']}"
     ex, lines = gp['experiments'], ['', f"### The runs ({RUN_LIMIT_MIN} minutes each at most)", '',
              'Each run is one command on the GPU machine (its experiments estimated together, in this order, by '
              '`relbook estimate --profile gpu NAMES`). *Stored* counts its `gpu` trials already in `results/`, from any device: '
              'a campaign skips them (the minutes are for the whole run), and a claim is judged at `gpu` only once its '
-             "experiment's sweep is whole ([](96_evidence.ipynb)).", '',
+             "experiment's sweep is whole ([](96_evidence.ipynb)). *Expected wall* is the estimate over the plan's "
+             f"{gp['workers']} workers" + ('' if opts == f"--workers {gp['workers']}" else f", not over the measured setting the "
+             f"commands use (`{opts}`)") + '.', '',
              '| run | experiments | expected wall, min | stored | command |', '|---|---|---|---|---|']
     total, unpriced, held = 0.0, [], [r for r in GPU_RUNS if r in GPU_HOLD]
     for run, names in GPU_RUNS.items():
         es = [ex.get(n) for n in names]
-        command = f"`relbook campaign --profile gpu --budget 24m --workers {gp['workers']} --device cuda {' '.join(names)}`"
+        command = f"`relbook campaign --profile gpu --budget 24m {opts} --device cuda {' '.join(names)}`"
         if run in GPU_HOLD:
             wall, command = '–', GPU_HOLD[run]
         elif any(e is None or 'note' in e for e in es):
@@ -729,7 +773,7 @@ def _cpu_lines() -> list[str]:
         lines.append(f"| {run} | {', '.join(f'`{x}`' for x in names)} | {hit} of {n}{flag} | {minutes:.1f} |")
     return lines
 
-def _plan_lines(gp: dict) -> list[str]:
+def _plan_lines(gp: dict, setting: str | None = None) -> list[str]:
     "The runbook's section on the estimated cost of a `gpu` campaign, from `results/gpu_plan.json`."
     cal, w = gp['calibration'], gp['workers']
     commits = sorted({e.get('commit', gp['commit']) for e in gp['experiments'].values()})   # an entry keeps the commit it was probed at
@@ -764,7 +808,7 @@ def _plan_lines(gp: dict) -> list[str]:
     exps, per = load_all_experiments(), {}
     for name, e in gp['experiments'].items():
         if 'note' not in e and name in exps: per.setdefault(exps[name].__module__.replace('relbook.', ''), []).append(e)
-    lines += _run_lines(gp) + _cpu_lines()
+    lines += _run_lines(gp, setting) + _cpu_lines()
     spare = [n for n in gp['experiments'] if not any(n in names for names in (*GPU_RUNS.values(), *CPU_DECIDED.values()))]
     if spare: lines += ['', 'Estimated but in no run (no claim rests on them alone): ' + ', '.join(f'`{n}`' for n in spare) + '.']
     if skipped: lines += ['', 'Not estimated: ' + '; '.join(skipped) + '.']
@@ -778,8 +822,11 @@ def load_gpu_plan(path: str | Path | None = None) -> dict | None:
     p = Path(path) if path else (repo_root() or Path.cwd()) / GPU_PLAN
     return json.loads(p.read_text()) if p.exists() else None
 
-def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
+def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput: Sequence[dict] | None = None) -> str:
     "The 'Reproduce on a GPU' page: the commands, then what each experiment has cost where it ran (measured, never guessed)."
+    gp = gpu_plan if gpu_plan is not None else load_gpu_plan()
+    tp = load_throughput() if throughput is None else throughput
+    setting = _setting(tp, gp['workers'] if gp else 4)
     lines = ['# Reproduce on a GPU', '',
              '> The commands that run the book\'s decisive experiments on one GPU within a budget, and the measured cost of every experiment so far.', '',
              '<!-- generated by `relbook claims --write` from results/*.jsonl: do not edit by hand -->', '',
@@ -794,7 +841,7 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              'make venv TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"',
              'make nbtest-cuda                                    # every notebook at smoke on the GPU, and tests/test_cuda.py',
              '.venv/bin/relbook prepare --profile gpu             # cached inputs first (every CPU core); carry data_cache/',
-             '.venv/bin/relbook campaign --profile gpu --budget 24m --workers 4 --device cuda   # least-settled claims first',
+             f'.venv/bin/relbook campaign --profile gpu --budget 24m {setting} --device cuda   # least-settled claims first',
              '```', '',
              'Back home, with the archive:', '',
              '```bash',
@@ -811,14 +858,12 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              '```bash',
              'python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD',
              'export RELBOOK_GIT_SHA=<commit> OMP_NUM_THREADS=1',
-             'python3 -m relbook campaign --profile gpu --budget 515s --workers 10 --device cuda NAMES --out $OUT/campaign.tar.gz',
+             f'python3 -m relbook campaign --profile gpu --budget 515s {setting} --device cuda NAMES --out $OUT/campaign.tar.gz',
              '```', '',
-             'How many workers, and whether under CUDA\'s Multi-Process Service (`--mps`), is a measurement to make on the machine '
-             'before a long campaign: `python3 -m relbook throughput --workers 1 4 8 14 --mps both --device cuda` prints the updates '
-             'per second of each setting (object sorting at the `gpu` batch; a minute or two in all). Not yet measured on a GPU: '
-             'the 10 workers above were chosen without it. `RELBOOK_CUDA_GRAPHS=1` makes `fit` replay its training step as a '
-             'CUDA graph (see the harness chapter); run `pytest tests/test_cuda.py` first (its graph tests compare graphed with '
-             'eager training) and measure `RELBOOK_CUDA_GRAPHS=1 python3 -m relbook throughput --workers 1 14 --device cuda` '
+             *_throughput_lines(tp),
+             '`RELBOOK_CUDA_GRAPHS=1` makes `fit` replay its training step as a CUDA graph (see the harness chapter); run '
+             '`pytest tests/test_cuda.py` first (its graph tests compare graphed with eager training) and measure '
+             '`RELBOOK_CUDA_GRAPHS=1 python3 -m relbook throughput --workers 1 14 --device cuda --out results/throughput.jsonl` '
              'against the same command without it; rows trained so record `cuda_graphs`.', '',
              'Give the campaign a budget some 30 s under the command\'s limit, less what runs before it: it keeps 5 % for packing, '
              'packs the rows first, then the models, and a command killed at its limit sends back only what was whole. '
@@ -841,6 +886,5 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None) -> str:
              '| experiment | module | quick | gpu | full |', '|---|---|---|---|---|']
     for _, r in frame.iterrows():
         lines.append(f"| `{r['experiment']}` | `{r['module']}` | {r['quick']} | {r['gpu']} | {r['full']} |")
-    gp = gpu_plan if gpu_plan is not None else load_gpu_plan()
-    if gp: lines += _plan_lines(gp)
+    if gp: lines += _plan_lines(gp, setting)
     return '\n'.join(lines) + '\n'

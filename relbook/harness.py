@@ -714,10 +714,18 @@ def _campaign_cli(a) -> int:
                   f"{r['checkpoints']} checkpoints restored")
         return 0
     if a.cmd == 'throughput':
+        def record(r):                               # one JSON line on stdout, and appended to --out
+            print(json.dumps(r), flush=True)
+            if a.out:
+                with open(a.out, 'a') as f: f.write(json.dumps(r) + '\n')
         for mps in {'off': [False], 'on': [True], 'both': [False, True]}[a.mps]:
             for n in a.workers:
-                r = cp.throughput(n, a.steps, a.model, a.n_train, a.profile, a.device, mps)
-                print(json.dumps({**r, **{k: v for k, v in provenance(get_device(a.device)).items() if k in ('git_sha', 'device_name', 'torch')}}), flush=True)
+                meta = {k: v for k, v in provenance(get_device(a.device)).items() if k in ('git_sha', 'device_name', 'torch', 'cuda_graphs')}
+                meta['measured_at'] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
+                try: r = cp.throughput(n, a.steps, a.model, a.n_train, a.profile, a.device, mps)
+                except RuntimeError as e:                # a failed setting is a measurement too: recorded, then raised
+                    record(dict(workers=n, mps=mps, model=a.model, steps=a.steps, profile=a.profile, error=str(e)[:300], **meta)); raise
+                record({**r, **meta})
         return 0
     m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device, mps=a.mps)
     print(f"campaign [{a.profile}] {m['wall_s']}s of {m['budget_s']:.0f}s: finished {m['finished']}, stopped: {m['stopped']}; "
@@ -753,6 +761,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument('--model', default='Transformer'); t.add_argument('--n-train', type=int, help="training sequences (default: the profile's largest size)")
     t.add_argument('--profile', default='gpu', choices=PROFILES); t.add_argument('--device', help='torch device, e.g. cuda or cpu')
     t.add_argument('--mps', default='off', choices=('off', 'on', 'both'), help="CUDA's Multi-Process Service: without, with, or each")
+    t.add_argument('--out', help='append each measurement as a JSON line to this file (the runbook reads results/throughput.jsonl)')
     a = ap.parse_args(argv)
     if a.cmd in ('campaign', 'merge', 'prepare', 'estimate', 'throughput'):
         try: return _campaign_cli(a)
