@@ -854,7 +854,9 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. Download their '
              'wheels at home into a folder `.git/info/exclude` ignores (`.whl/`: `gymnasium`, `farama-notifications`, '
              '`mathematics-dataset`, as the tool\'s README shows), commit (the copy that travels has no `.git`, so the rows take '
-             'their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`:', '',
+             'their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`. One command a session: the '
+             'machine goes back some 30 s after a call ends, and on 2026-11-27 a second call, sent after the first\'s archive '
+             'was merged, waited about 4 minutes for a fresh machine and had 56 s of device time left to run:', '',
              '```bash',
              'python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD',
              'export RELBOOK_GIT_SHA=<commit> OMP_NUM_THREADS=1',
