@@ -690,7 +690,7 @@ def runbook_frame() -> pd.DataFrame:
         for p in ('quick', 'gpu', 'full'):
             rows = store_for(name, p).rows()
             t = sum(float(r.get('wall_time_s') or 0) for r in rows)
-            devs = sorted({str(r.get('device_name', '?')) for r in rows})
+            devs = sorted({str(d) for r in rows for d in (r.get('fit_devices') or [r.get('device_name', '?')])})   # a resumed trial: each
             row[p] = f"{len(rows)} trials, {_minutes(t)} min on {', '.join(devs)}" if rows else 'not run'
         out.append(row)
     return pd.DataFrame(out)

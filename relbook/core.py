@@ -13,8 +13,8 @@ import torch
 # %% auto #0
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
            'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model', 'to_device',
-           'cuda_graphs_on', 'provenance', 'check_shape', 'check_choice', 'check_seed', 'check_positive', 'check_dtype',
-           'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
+           'cuda_graphs_on', 'device_name', 'provenance', 'check_shape', 'check_choice', 'check_seed', 'check_positive',
+           'check_dtype', 'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -149,11 +149,15 @@ def cuda_graphs_on() -> bool:
     if v not in ('', '0', 'false', 'no', '1', 'true', 'yes'): raise ValueError(f"RELBOOK_CUDA_GRAPHS must be 1/true/yes or 0/false/no, got {v!r}")
     return v in ('1', 'true', 'yes')
 
+def device_name(device: torch.device) -> str:
+    "The name a row gives `device`: the GPU's model, or the CPU's architecture ('cpu' where the platform does not say)."
+    return torch.cuda.get_device_name(device) if device.type == 'cuda' else platform.processor() or 'cpu'
+
 def provenance(device: torch.device | None = None) -> dict:
     """What every result row records about where and how it was computed (commit, source hash, profile, device, CPU, torch;
     on a GPU with `$RELBOOK_CUDA_GRAPHS` on, `cuda_graphs`)."""
     device = device or get_device()
-    name = torch.cuda.get_device_name(device) if device.type == 'cuda' else platform.processor() or 'cpu'
+    name = device_name(device)
     graphs = {'cuda_graphs': True} if device.type == 'cuda' and cuda_graphs_on() else {}
     return dict(git_sha=git_sha(), source_sha=source_hash(), profile=get_profile(), device=str(device), device_name=name,
                 cpu=cpu_model(), torch=torch.__version__, threads=torch.get_num_threads(), **graphs)

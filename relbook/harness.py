@@ -19,7 +19,7 @@ try: import fcntl                      # POSIX file locks: workers sharing a sto
 except ImportError: fcntl = None        # (elsewhere a store serves one worker at a time)
 from .core import (PROFILES, get_profile, using_profile, seed_everything, get_device, provenance,
                           results_dir, check_choice, check_positive, check_finite, atomic_write, tag_id_range,
-                          cuda_graphs_on, to_device, _is_ids)
+                          cuda_graphs_on, to_device, _is_ids, device_name)
 
 # %% auto #0
 __all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification',
@@ -246,6 +246,7 @@ class FitResult:
     stopped_early: bool = False                   # stopped by patience
     wall_time_s: float = 0.0                      # seconds spent in fit (this process)
     max_steps: int = 0                            # the step budget (a best_step in its last 10 % means still improving)
+    devices: list = field(default_factory=list)   # the devices it trained on, in order: several when resumed on another
 
 # %% ../nbs/91_harness.ipynb #c015
 _trial_checkpoint: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_checkpoint', default=None)
@@ -438,15 +439,17 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
         return res
     # order/pos: this epoch's shuffle and the place in it; run_sum/run_n: the training loss since the last evaluation
     st = dict(step=0, best_state=None, best_step=0, best_score=None, best_tie=None, ref=None, bad=0, history=[], stopped_early=False,
-              order=None, pos=0, run_sum=0.0, run_n=0)
+              order=None, pos=0, run_sum=0.0, run_n=0, devices=[])
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     if ckpt is not None and Path(ckpt).exists():
         saved = torch.load(ckpt, map_location='cpu', weights_only=False)   # the generator's and RNGs' states must stay CPU tensors; load_state_dict moves the rest
+        if 'devices' not in saved: saved['devices'] = ['cuda' if 'cuda' in saved.get('rng', {}) else 'cpu']   # a checkpoint from before devices were kept
         model.load_state_dict(saved.pop('model')); opt.load_state_dict(saved.pop('opt')); gen.set_state(saved.pop('gen'))
         sched.load_state_dict(saved.pop('sched'))
         if 'rng' in saved: _set_rng_states(saved.pop('rng'), device)
         st.update(saved)
         if st['ref'] is None: st['ref'] = st['best_score']       # a checkpoint from before min_delta: patience counted from the best
+    if st['devices'][-1:] != [here := device_name(device)]: st['devices'].append(here)   # resumed on another device: both
     t0, last_save, on_dev, graph = time.perf_counter(), time.perf_counter(), None, None   # on_dev: this epoch's order on the device
     run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
     save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
@@ -490,7 +493,7 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
     if ckpt is not None: Path(ckpt).unlink(missing_ok=True)          # finished: the next fit starts afresh
     if st['best_state'] is not None: model.load_state_dict(st['best_state'])
     res = FitResult(st['history'], st['best_step'], float(st['best_score']), st['step'], st['stopped_early'],
-                    time.perf_counter() - t0, max_steps)
+                    time.perf_counter() - t0, max_steps, list(st['devices']))
     if (fits := _trial_fits.get()) is not None: fits.append(res)    # run_sweep stores convergence with the row
     return res
 
@@ -615,8 +618,9 @@ def _convergence_fields(fits: list) -> dict:
     "What a row records about its training: the last fit's best step, budget and early stop (the model it reports)."
     if not fits: return {}
     f = fits[-1]
+    moved = {'fit_devices': f.devices} if len(f.devices) > 1 else {}     # a trial resumed on another device says so
     return dict(fit_best_step=f.best_step, fit_max_steps=f.max_steps, fit_steps=f.steps,
-                fit_stopped_early=f.stopped_early, n_fits=len(fits))
+                fit_stopped_early=f.stopped_early, n_fits=len(fits), **moved)
 
 def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict], *,
               store: ResultsStore | None = None, progress: bool | None = None) -> pd.DataFrame:

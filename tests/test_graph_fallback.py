@@ -74,3 +74,4 @@ def test_twice_failed_capture_trains_eagerly_and_says_so(monkeypatch):
     assert 'legacy stream' in str(warned[-1].message)
     assert all(torch.equal(a, b) for a, b in zip(weights, eager))      # no capture attempt changed the training
 
+

@@ -1,0 +1,38 @@
+"""A trial stopped on one device and resumed on another (a `gpu` trial begun on the GPU and finished on the CPU) says so."""
+import pytest
+import torch
+import torch.nn as nn
+
+import relbook.harness as H
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(200, 8, generator=g), torch.randint(0, 2, (200,), generator=g)
+
+
+def test_a_fit_resumed_on_another_device_names_both(tmp_path):
+    """A checkpoint keeps the devices its fit trained on; a fit resumed elsewhere (a trial begun on the GPU and finished on
+    the CPU) reports both, and its row says so (`fit_devices`); a fit on one device adds nothing to its row."""
+    import time
+    from relbook.core import device_name
+    from relbook.harness import BudgetExhausted, time_budget
+
+    class Slow(H.Classification):
+        def loss(self, model, batch): time.sleep(0.002); return super().loss(model, batch)
+
+    ck, cfg = tmp_path / 'c.pt', H.TrainConfig(lr=3e-3, batch_size=16, max_steps=200, eval_every=10, checkpoint_secs=0)
+    net = lambda: (torch.manual_seed(0), nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 2)))[1]
+    with time_budget(0.1), pytest.raises(BudgetExhausted):
+        H.fit(net(), Slow(), _data(), None, cfg, progress=False, checkpoint=ck)
+    saved = torch.load(ck, weights_only=False)
+    here = device_name(torch.device('cpu'))
+    assert saved['devices'] == [here] and 0 < saved['step'] < 200
+    saved['devices'] = ['NVIDIA H100 80GB HBM3']; torch.save(saved, ck)          # as if begun on the GPU
+    res = H.fit(net(), H.Classification(), _data(), None, cfg, progress=False, checkpoint=ck)
+    assert res.devices == ['NVIDIA H100 80GB HBM3', here] and res.steps == 200
+    assert H._convergence_fields([res])['fit_devices'] == res.devices
+    one = H.fit(net(), H.Classification(), _data(), None, cfg, progress=False, checkpoint=None)
+    assert one.devices == [here] and 'fit_devices' not in H._convergence_fields([one])
+    del saved['devices']; saved['rng']['cuda'] = torch.zeros(16, dtype=torch.uint8); torch.save(saved, ck)   # older checkpoint
+    assert H.fit(net(), H.Classification(), _data(), None, cfg, progress=False, checkpoint=ck).devices == ['cuda', here]
