@@ -449,7 +449,9 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
         if 'rng' in saved: _set_rng_states(saved.pop('rng'), device)
         st.update(saved)
         if st['ref'] is None: st['ref'] = st['best_score']       # a checkpoint from before min_delta: patience counted from the best
-    if st['devices'][-1:] != [here := device_name(device)]: st['devices'].append(here)   # resumed on another device: both
+    here, last = device_name(device), (st['devices'] or [None])[-1]
+    if last == device.type: st['devices'][-1] = here          # an older checkpoint's 'cuda' or 'cpu', resumed on that kind
+    elif last != here: st['devices'].append(here)             # resumed on another device: both
     t0, last_save, on_dev, graph = time.perf_counter(), time.perf_counter(), None, None   # on_dev: this epoch's order on the device
     run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
     save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)

@@ -13,7 +13,9 @@ def _data():
 
 def test_a_fit_resumed_on_another_device_names_both(tmp_path):
     """A checkpoint keeps the devices its fit trained on; a fit resumed elsewhere (a trial begun on the GPU and finished on
-    the CPU) reports both, and its row says so (`fit_devices`); a fit on one device adds nothing to its row."""
+    the CPU) reports both, and its row says so (`fit_devices`); a fit on one device adds nothing to its row. A checkpoint
+from before devices were kept names only the kind ('cuda' or 'cpu', from its RNG states): resumed on that kind, the fit
+counts one device."""
     import time
     from relbook.core import device_name
     from relbook.harness import BudgetExhausted, time_budget
@@ -36,3 +38,6 @@ def test_a_fit_resumed_on_another_device_names_both(tmp_path):
     assert one.devices == [here] and 'fit_devices' not in H._convergence_fields([one])
     del saved['devices']; saved['rng']['cuda'] = torch.zeros(16, dtype=torch.uint8); torch.save(saved, ck)   # older checkpoint
     assert H.fit(net(), H.Classification(), _data(), None, cfg, progress=False, checkpoint=ck).devices == ['cuda', here]
+    del saved['rng']['cuda']; torch.save(saved, ck)         # an older checkpoint written on a CPU, resumed on one: one device
+    again = H.fit(net(), H.Classification(), _data(), None, cfg, progress=False, checkpoint=ck)
+    assert again.devices == [here] and 'fit_devices' not in H._convergence_fields([again])
