@@ -19,8 +19,8 @@ __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_L
            'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN', 'GPU_HOLD',
            'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon',
            'throughput', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan',
-           'estimate', 'load_throughput', 'best_setting', 'runbook_frame', 'full_covers_gpu', 'load_gpu_plan',
-           'render_runbook']
+           'estimate', 'load_throughput', 'best_setting', 'runbook_frame', 'slowdown', 'full_covers_gpu',
+           'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -724,22 +724,36 @@ def _stored(names: Sequence[str]) -> str:
     cov = [sweep_coverage(n, 'gpu') for n in names]
     return '–' if any(c is None for c in cov) else f"{sum(c[0] for c in cov)} of {sum(c[1] for c in cov)}"
 
-def _run_lines(gp: dict, setting: str | None = None) -> list[str]:
-    """The runbook's table of GPU runs: expected wall minutes of each (from `results/gpu_plan.json`, over the plan's workers),
-    trials stored, its command (with `setting`, the worker options; default the plan's worker count)."""
+def slowdown(rows: Sequence[dict]) -> tuple[int, float] | None:
+    """(workers, factor) of the fastest measured setting (`best_setting`): how much longer each of its workers takes per
+    update than one worker alone under the same MPS setting (the latest rows of this package); None if either is missing."""
+    if (b := best_setting(rows)) is None: return None
+    ok = [r for r in rows if 'code' not in r and not r.get('cuda_graphs') and 'error' not in r and bool(r.get('mps')) == b[1]]
+    one, many = [r for r in ok if r['workers'] == 1], [r for r in ok if r['workers'] == b[0]]
+    return (b[0], one[-1]['per_worker'] / many[-1]['per_worker']) if one and many and b[0] > 1 else None
+
+def _run_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] | None = None) -> list[str]:
+    """The runbook's table of GPU runs: expected wall minutes of each (from `results/gpu_plan.json`, over the plan's workers;
+    with `scaled` = (workers, slowdown), also over the commands' workers, each trial `slowdown` times longer), trials stored,
+    its command (with `setting`, the worker options; default the plan's worker count)."""
     opts = setting or f"--workers {gp['workers']}"
+    extra = scaled is not None and opts != f"--workers {gp['workers']}"
     ex, lines = gp['experiments'], ['', f"### The runs ({RUN_LIMIT_MIN} minutes each at most)", '',
              'Each run is one command on the GPU machine (its experiments estimated together, in this order, by '
              '`relbook estimate --profile gpu NAMES`). *Stored* counts its `gpu` trials already in `results/`, from any device: '
              'a campaign skips them (the minutes are for the whole run), and a claim is judged at `gpu` only once its '
              "experiment's sweep is whole ([](96_evidence.ipynb)). *Expected wall* is the estimate over the plan's "
              f"{gp['workers']} workers" + ('' if opts == f"--workers {gp['workers']}" else f", not over the measured setting the "
-             f"commands use (`{opts}`)") + '.', '',
-             '| run | experiments | expected wall, min | stored | command |', '|---|---|---|---|---|']
-    total, unpriced, held = 0.0, [], [r for r in GPU_RUNS if r in GPU_HOLD]
+             f"commands use (`{opts}`)") + '.' + (f" *At `{opts}`* spreads the same trials over {scaled[0]} workers, each trial "
+             f"{scaled[1]:.2f} times longer: one worker's updates per second over each of {scaled[0]}'s, as measured (above); "
+             "still an estimate, and still the whole run, stored trials included." if extra else ''), '',
+             '| run | experiments | expected wall, min | ' + (f'at `{opts}`, min | ' if extra else '') + 'stored | command |',
+             '|---|---|---|---|---|' + ('---|' if extra else '')]
+    total, total_s, unpriced, held = 0.0, 0.0, [], [r for r in GPU_RUNS if r in GPU_HOLD]
     for run, names in GPU_RUNS.items():
         es = [ex.get(n) for n in names]
         command = f"`relbook campaign --profile gpu --budget 24m {opts} --device cuda {' '.join(names)}`"
+        at = '–'
         if run in GPU_HOLD:
             wall, command = '–', GPU_HOLD[run]
         elif any(e is None or 'note' in e for e in es):
@@ -748,8 +762,13 @@ def _run_lines(gp: dict, setting: str | None = None) -> list[str]:
             t = sum(e['wall_min'] for e in es); total += t
             together = all(e.get('after', []) == names[:i] for i, e in enumerate(es))
             wall = f"{t:.1f}" + ('' if together else ' (estimated separately)') + (f' **over {RUN_LIMIT_MIN}**' if t > RUN_LIMIT_MIN else '')
-        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | {_stored(names)} | {command} |")
-    lines += ['', f"In all: {total:.0f} minutes of expected wall time over {len(GPU_RUNS) - len(unpriced) - len(held)} runs"
+            if extra:
+                ts = sum(makespan([m * scaled[1] for m, k in e['trial_min'] for _ in range(k)], scaled[0]) for e in es); total_s += ts
+                at = f"{ts:.1f}" + (f' **over {RUN_LIMIT_MIN}**' if ts > RUN_LIMIT_MIN else '')
+        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | " + (f"{at} | " if extra else '')
+                     + f"{_stored(names)} | {command} |")
+    lines += ['', f"In all: {total:.0f} minutes of expected wall time" + (f" ({total_s:.0f} at `{opts}`)" if extra else '')
+                  + f" over {len(GPU_RUNS) - len(unpriced) - len(held)} runs"
                   + (f" (not yet estimated: {', '.join(unpriced)})" if unpriced else '')
                   + (f" (held: {', '.join(held)})" if held else '') + '.']
     return lines
@@ -773,7 +792,7 @@ def _cpu_lines() -> list[str]:
         lines.append(f"| {run} | {', '.join(f'`{x}`' for x in names)} | {hit} of {n}{flag} | {minutes:.1f} |")
     return lines
 
-def _plan_lines(gp: dict, setting: str | None = None) -> list[str]:
+def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] | None = None) -> list[str]:
     "The runbook's section on the estimated cost of a `gpu` campaign, from `results/gpu_plan.json`."
     cal, w = gp['calibration'], gp['workers']
     commits = sorted({e.get('commit', gp['commit']) for e in gp['experiments'].values()})   # an entry keeps the commit it was probed at
@@ -808,7 +827,7 @@ def _plan_lines(gp: dict, setting: str | None = None) -> list[str]:
     exps, per = load_all_experiments(), {}
     for name, e in gp['experiments'].items():
         if 'note' not in e and name in exps: per.setdefault(exps[name].__module__.replace('relbook.', ''), []).append(e)
-    lines += _run_lines(gp, setting) + _cpu_lines()
+    lines += _run_lines(gp, setting, scaled) + _cpu_lines()
     spare = [n for n in gp['experiments'] if not any(n in names for names in (*GPU_RUNS.values(), *CPU_DECIDED.values()))]
     if spare: lines += ['', 'Estimated but in no run (no claim rests on them alone): ' + ', '.join(f'`{n}`' for n in spare) + '.']
     if skipped: lines += ['', 'Not estimated: ' + '; '.join(skipped) + '.']
@@ -888,5 +907,5 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '| experiment | module | quick | gpu | full |', '|---|---|---|---|---|']
     for _, r in frame.iterrows():
         lines.append(f"| `{r['experiment']}` | `{r['module']}` | {r['quick']} | {r['gpu']} | {r['full']} |")
-    if gp: lines += _plan_lines(gp, setting)
+    if gp: lines += _plan_lines(gp, setting, slowdown(tp))
     return '\n'.join(lines) + '\n'
