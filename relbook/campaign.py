@@ -632,10 +632,14 @@ def load_throughput(path: str | Path | None = None) -> list[dict]:
     p = Path(path) if path else (repo_root() or Path.cwd()) / THROUGHPUT
     return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
 
+def _eager_rows(rows: Sequence[dict]) -> list[dict]:
+    "The rows that measured this package's eager steps: not an older package's comparison row (`code`), not a CUDA-graph row, not a failed one."
+    return [r for r in rows if 'code' not in r and not r.get('cuda_graphs') and 'error' not in r]
+
 def best_setting(rows: Sequence[dict]) -> tuple[int, bool] | None:
     """(workers, MPS) of the most updates per second in all among `rows` that measured this package's eager steps (not an
     older package's comparison row, `code`; not a CUDA-graph row; not a failed one); None if there are none."""
-    ok = [r for r in rows if 'code' not in r and not r.get('cuda_graphs') and 'error' not in r and r.get('total')]
+    ok = [r for r in _eager_rows(rows) if r.get('total')]
     if not ok: return None
     r = max(ok, key=lambda r: r['total'])
     return int(r['workers']), bool(r['mps'])
@@ -728,7 +732,7 @@ def slowdown(rows: Sequence[dict]) -> tuple[int, float] | None:
     """(workers, factor) of the fastest measured setting (`best_setting`): how much longer each of its workers takes per
     update than one worker alone under the same MPS setting (the latest rows of this package); None if either is missing."""
     if (b := best_setting(rows)) is None: return None
-    ok = [r for r in rows if 'code' not in r and not r.get('cuda_graphs') and 'error' not in r and bool(r.get('mps')) == b[1]]
+    ok = [r for r in _eager_rows(rows) if bool(r.get('mps')) == b[1]]
     one, many = [r for r in ok if r['workers'] == 1], [r for r in ok if r['workers'] == b[0]]
     return (b[0], one[-1]['per_worker'] / many[-1]['per_worker']) if one and many and b[0] > 1 else None
 
