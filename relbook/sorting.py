@@ -17,14 +17,15 @@ from .evidence import Evidence, claim, compare, conditions, convergence
 # %% auto #0
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN',
            'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8',
-           'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS',
-           'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences',
-           'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol',
-           'protocol_splits', 'transfer_weights', 'patience_stop', 'train_sorting', 'size_to_reach', 'evaluate_sorting',
-           'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
-           'object_sorting_experiment', 'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment',
-           'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects',
-           'robustness_trial', 'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
+           'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'PLATEAU_LEFT', 'PLATEAU_UNCHECKED', 'REACH',
+           'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'PLATEAU_TOL', 'ROBUST_LEVELS', 'SortingObjects',
+           'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model',
+           'SortingProtocol', 'sorting_protocol', 'plateau_protocol', 'protocol_splits', 'transfer_weights',
+           'patience_stop', 'train_sorting', 'size_to_reach', 'evaluate_sorting', 'with_budget', 'retained',
+           'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment', 'rng_kept',
+           'pretraining_trial', 'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment',
+           'replay_patience', 'plateau_check', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
+           'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
            'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
@@ -148,7 +149,18 @@ SORTING_TRAIN_LITERAL = replace(SORTING_TRAIN, monitor='loss', mode='min', tie_b
 
 # %% ../nbs/05_object_sorting.ipynb #c015
 TRANSFERS = ('all', 'decoder')   # what a pre-trained model hands on: every weight, or the decoder's only (official Transformer)
-PLATEAU_STEPS = 10_000   # the plateau check's budget (stop=False trains all of it): the floor it was run under, not raised with min_steps
+PLATEAU_STEPS = 10_000   # the plateau check's step cap at quick: the floor it was first run under (half the curves' 20,000, for its CPU cost)
+
+def plateau_protocol(profile: str | None = None) -> tuple[dict, int, int | None]:
+    """The plateau check at a profile: (cells, model -> training-set sizes; seeds; step cap, None for the sweep's own budget).
+    quick: the three models at 500 sequences (the Transformer's seeds split there) and the Ablation model at 1,000 (its seeds
+    split there), 3 seeds, at most PLATEAU_STEPS updates. gpu (and full): the cells of the gpu sweep where patience stopped
+    seeds on a low plateau, the Ablation model at 1,000 and the Transformer at 500 (other seeds of the same cell left it, after
+    up to 19,825 updates), and the Ablation model at 500 (every seed stopped); 5 seeds; the sweep's whole budget, 20,000."""
+    decisive = ({'Ablation': [1000, 500], 'Transformer': [500]}, 5, None)
+    return by_profile(smoke=({'Abstractor': [sorting_protocol('smoke').sizes[0]]}, 1, PLATEAU_STEPS),
+                      quick=({'Ablation': [1000, 500], 'Abstractor': [500], 'Transformer': [500]}, 3, PLATEAU_STEPS),
+                      gpu=decisive, full=decisive, profile=profile)
 
 def _cache_path(name: str, task: str, n_train: int, seed: int, cfg: TrainConfig):
     "Where a trained model of this exact configuration and data is kept (under results/checkpoints, git-ignored)."
@@ -191,7 +203,7 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
                   dropout_seed: int | None = None) -> tuple[nn.Module, dict]:
     """Train `name` on the first `n_train` pool sequences of `task` ('main' or 'pretrain'); reuse a cached run if asked.
     `stop=True`: the protocol's rule (patience on validation accuracy, best model by it); `stop=False`: App. B.2.1 read
-    literally (the whole step budget, at most PLATEAU_STEPS, the best model by validation loss), with the validation curve in
+    literally (the whole step budget, capped by `plateau_protocol`, the best model by validation loss), with the validation curve in
     the returned info.
     `dropout_seed`: the global generator is re-seeded with it just before training, so that only the dropout masks differ
     from the model the same seed trains otherwise (initial weights, data and batch order are drawn before or apart)."""
@@ -201,7 +213,8 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
         check_seed(dropout_seed, 'dropout_seed')
         if cache: raise ValueError("dropout_seed trains a model the cache does not key on: call it with cache=False")
     proto = sorting_protocol()
-    budget = proto.max_steps(n_train) if stop else min(proto.max_steps(n_train), PLATEAU_STEPS)
+    cap = None if stop else plateau_protocol()[2]
+    budget = proto.max_steps(n_train) if cap is None else min(proto.max_steps(n_train), cap)
     cfg = replace(SORTING_TRAIN if stop else SORTING_TRAIN_LITERAL, batch_size=proto.batch_size, max_steps=budget,
                   eval_every=proto.eval_every, patience=proto.patience if stop else None)
     path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name)
@@ -257,11 +270,32 @@ def _rule(df: pd.DataFrame, prefix: str = '') -> pd.Series:
     col = f'{prefix}monitor'
     return df[col].eq(SORTING_TRAIN.monitor) if col in df.columns else pd.Series(False, index=df.index)
 
+PLATEAU_LEFT = ('the plateau check at `{p}` found the accuracy rule stopping runs on a plateau they later left ({cells}): '
+                'the {n} patience stops of those cells count as still improving')
+PLATEAU_UNCHECKED = 'no plateau check at `{p}`: its patience stops count as converged on the `quick` check'
+
 def _plateau(ev: Evidence) -> Evidence:
-    "Every claim of this chapter: a run's patience stop counts by its rule, and the note names the runs of the loss rule."
+    """Every claim of this chapter: a run's patience stop counts by its rule, and the note names the runs of the loss rule.
+    Then the plateau check of the rows' profile: in a (model, size) cell where it found the accuracy rule giving up more than
+    PLATEAU_TOL of validation accuracy against training on (`plateau_check`), no patience stop of that cell counts as converged."""
     ev.patience_converges = PATIENCE_CONVERGES
-    old = ~ev.rows[PATIENCE_CONVERGES].astype(bool)          # every evaluator's rows come through with_budget, which sets it
-    if old.any(): ev.note = '; '.join(x for x in (ev.note, PLATEAU_NOTE.format(n=int(old.sum()), m=len(ev.rows))) if x)
+    rows, notes = ev.rows, [ev.note] if ev.note else []
+    old = ~rows[PATIENCE_CONVERGES].astype(bool)             # every evaluator's rows come through with_budget, which sets it
+    if old.any(): notes.append(PLATEAU_NOTE.format(n=int(old.sum()), m=len(rows)))
+    profiles = rows['profile'].dropna().unique() if 'profile' in rows else []
+    if len(profiles) == 1 and {'model', 'n_train'} <= set(rows.columns):
+        check = plateau_check(str(profiles[0]))
+        if check is None: notes.append(PLATEAU_UNCHECKED.format(p=profiles[0]))
+        else:
+            left = check[check['lost'] > PLATEAU_TOL]
+            cells = sorted(set(zip(left['model'], left['n_train'])))
+            hit = pd.Series([(m, int(n)) in cells for m, n in zip(rows['model'], rows['n_train'])], index=rows.index)
+            stopped = hit & rows[PATIENCE_CONVERGES].astype(bool) & rows['stopped_early'].eq(True)
+            if stopped.any():
+                ev.rows = rows.assign(**{PATIENCE_CONVERGES: rows[PATIENCE_CONVERGES].astype(bool) & ~hit})
+                notes.append(PLATEAU_LEFT.format(p=profiles[0], n=int(stopped.sum()),
+                                                 cells=', '.join(f'{m} at {n:,}' for m, n in cells)))
+    ev.note = '; '.join(notes)
     return ev
 
 def with_budget(df: pd.DataFrame) -> pd.DataFrame:
@@ -486,11 +520,37 @@ def no_patience_trial(model: str, n_train: int, seed: int) -> dict:
 
 @experiment('sorting_no_patience')
 def sorting_no_patience_experiment() -> pd.DataFrame:
-    "Figure 5a's trials at one size, trained without patience: does patience stop a model on a plateau?"
-    proto = sorting_protocol()
-    models = by_profile(smoke=['Abstractor'], quick=list(SORTING_VARIANTS), full=list(SORTING_VARIANTS))
-    return run_sweep('sorting_no_patience', grid(model=models, n_train=[by_profile(smoke=proto.sizes[0], quick=500, full=500)],
-                                                 seed=list(range(proto.seeds))[:3]), no_patience_trial)
+    "Figure 5a's trials in the cells of `plateau_protocol`, trained without patience: does patience stop a model on a plateau?"
+    cells, seeds, _ = plateau_protocol()
+    trials = [dict(model=m, n_train=n, seed=s) for m, sizes in cells.items() for n in sizes for s in range(seeds)]
+    return run_sweep('sorting_no_patience', trials, no_patience_trial)
+
+PLATEAU_TOL = 0.005   # validation accuracy a patience stop may give up against the best of the whole budget and count as converged
+
+def replay_patience(df_np: pd.DataFrame, patience: int, key: str = 'val_acc', mode: str = 'max') -> pd.DataFrame:
+    """One row per no-patience run (rows of `sorting_no_patience`): the rule 'patience validations without a better `key`'
+    replayed on its recorded validation curve: where it stops the run (`stop`, None if it never does), the validation accuracy
+    of the model it restores (mode 'max': the best accuracy up to the stop, ties to the lower loss; 'min': the lowest loss) and
+    what that gives up against the best validation accuracy of the whole budget (`lost`)."""
+    check_choice(mode, 'mode', ('min', 'max'))
+    out = []
+    for r in df_np.itertuples():
+        h = [dict(step=s, val_loss=l, val_acc=a) for s, l, a in r.val_curve]
+        if not h: raise ValueError(f"replay_patience: the run {r.model}, n={r.n_train}, seed {r.seed} has an empty val_curve")
+        stop, _ = patience_stop(h, patience, key, mode)
+        kept = [x for x in h if stop is None or x['step'] <= stop]
+        chosen = (min(kept, key=lambda x: x['val_loss']) if mode == 'min'
+                  else max(kept, key=lambda x: (x['val_acc'], -x['val_loss'])))
+        out.append(dict(model=r.model, n_train=int(r.n_train), seed=int(r.seed), budget=int(r.max_steps), stop=stop,
+                        chosen_step=int(chosen['step']), val_acc=float(chosen['val_acc']),
+                        lost=float(max(x['val_acc'] for x in h) - chosen['val_acc'])))
+    return pd.DataFrame(out, columns=['model', 'n_train', 'seed', 'budget', 'stop', 'chosen_step', 'val_acc', 'lost'])
+
+def plateau_check(profile: str) -> pd.DataFrame | None:
+    "The plateau check stored at `profile` with the accuracy rule (the sweeps' own patience) replayed on it; None: not run there."
+    from .harness import store_for
+    df = store_for('sorting_no_patience', profile).frame()
+    return None if df.empty else replay_patience(df, sorting_protocol(profile).patience)
 
 # %% ../nbs/05_object_sorting.ipynb #c029
 ROBUST_LEVELS = {'additive': [0.0, 0.1, 0.25, 0.5, 1.0, 2.0], 'linear': [0.1, 0.2, 0.29, 0.5, 1.0, 2.0],
