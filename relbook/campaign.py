@@ -705,8 +705,11 @@ def runbook_frame() -> pd.DataFrame:
 # TP-Transformer and its no-roles twin, 12,000 steps of 256 each) does not fit beside the benchmark and has a run of its own.
 # Chapter 5 needs two as well: under its stopping rule (patience on validation accuracy, a 20,000-update floor) Figure 5a
 # with the robustness study (which reuses Figure 5a's 3,000-sequence models) is one, the pre-training study another; each
-# is priced a little over 25 minutes and runs as several campaign commands, which resume one another.
+# is priced a little over 25 minutes and runs as several campaign commands, which resume one another. Its plateau check
+# (Figure 5a's trials where patience stopped seeds on a low plateau, trained for the whole 20,000-update budget) is a third: it
+# decides whether run 1's patience stops count as converged.
 GPU_RUNS = {'chapter 5, run 1': ['object_sorting', 'sorting_robustness'],
+            'chapter 5, plateau check': ['sorting_no_patience'],
             'chapter 5, run 2': ['sorting_pretraining'],
             'chapter 7': ['math_benchmark'],
             'chapter 7, roles': ['tp_roles'],

@@ -155,3 +155,55 @@ def test_plateau_check_keeps_its_budget(monkeypatch):
         assert so.sorting_protocol().max_steps(500) == 20_000
     assert (seen[0].max_steps, seen[0].patience, seen[0].monitor) == (20_000, 20, 'acc')
     assert (seen[1].max_steps, seen[1].patience, seen[1].monitor) == (so.PLATEAU_STEPS, None, 'loss') and so.PLATEAU_STEPS == 10_000
+
+
+def test_plateau_check_budget_and_cells_by_profile(monkeypatch):
+    "At gpu the plateau check trains the sweep's whole budget (20,000) in the cells where the gpu sweep's seeds stalled; quick keeps its cap."
+    from relbook.core import using_profile
+    class Recorded(Exception): pass
+    seen = []
+    def fake_fit(net, task, train, val, cfg, **kw):
+        seen.append(cfg); raise Recorded
+    monkeypatch.setattr(so, 'fit', fake_fit)
+    with using_profile('gpu'):
+        with pytest.raises(Recorded): so.train_sorting('Ablation', 1000, 0, stop=False)
+    assert (seen[0].max_steps, seen[0].patience, seen[0].monitor) == (20_000, None, 'loss')
+    cells, seeds, cap = so.plateau_protocol('gpu')
+    assert cells == {'Ablation': [1000, 500], 'Transformer': [500]} and seeds == 5 and cap is None
+    cells, seeds, cap = so.plateau_protocol('quick')
+    assert cells['Ablation'] == [1000, 500] and all(cells[m] == [500] for m in ('Abstractor', 'Transformer'))
+    assert (seeds, cap) == (3, so.PLATEAU_STEPS)
+
+
+def _no_patience_row(model, n, seed, accs, every=50, profile='quick'):
+    "A sorting_no_patience row whose validation accuracy follows `accs`, one validation every `every` updates."
+    curve = [[every * (i + 1), 1.0 - a, a] for i, a in enumerate(accs)]
+    params = dict(model=model, n_train=n, seed=seed)
+    return {'params': params, **params, 'val_curve': curve, 'max_steps': every * len(accs), 'profile': profile}
+
+
+def test_a_plateau_the_check_sees_runs_left_makes_the_cells_stops_count_as_still_improving():
+    from relbook.harness import store_for
+    from relbook.evidence import judge
+    rows = _curves(['Abstractor', 'Ablation'], sizes=(500, 1000),
+                   acc=lambda m, s, n: 0.9 if m == 'Abstractor' else 0.1 + 0.1 * s, best=500, budget=20_000, early=True)
+    rows['monitor'] = 'acc'
+    ev = CLAIMS['sorting-abstractor-vs-ablation'].evaluate(rows)
+    conv = [convergence(r, *so.CONVERGENCE, patience_converges=ev.patience_converges) for r in ev.rows.to_dict('records')]
+    assert conv.count('still improving') == 0 and 'no plateau check at `quick`' in ev.note
+    p = so.sorting_protocol('quick').patience
+    store = store_for('sorting_no_patience', 'quick')
+    plateau = [0.6] * 3 + [0.8] + [0.79] * (p + 5) + [0.95, 1.0]     # the rule stops on the plateau; training on leaves it
+    store.append_row(_no_patience_row('Ablation', 1000, 0, plateau))
+    store.append_row(_no_patience_row('Ablation', 500, 0, [0.5, 0.6] + [0.55] * (p + 5)))   # stays: the stop gives up nothing
+    check = so.plateau_check('quick').set_index(['model', 'n_train'])
+    assert check.loc[('Ablation', 1000), 'stop'] == 50 * (4 + p) and check.loc[('Ablation', 1000), 'lost'] == pytest.approx(0.2)
+    assert check.loc[('Ablation', 500), 'lost'] == 0
+    ev = CLAIMS['sorting-abstractor-vs-ablation'].evaluate(rows)
+    conv = pd.Series([convergence(r, *so.CONVERGENCE, patience_converges=ev.patience_converges) for r in ev.rows.to_dict('records')],
+                     index=ev.rows.index)
+    hit = (ev.rows.model == 'Ablation') & (ev.rows.n_train == 1000)
+    assert (conv[hit] == 'still improving').all() and (conv[~hit] == 'converged').all()
+    assert 'Ablation at 1,000' in ev.note and 'the 3 patience stops' in ev.note
+    # a check at another profile says nothing about these rows
+    assert so.plateau_check('gpu') is None
