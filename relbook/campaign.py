@@ -16,11 +16,11 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
 # %% auto #0
 __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'MPS_DIR',
            'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
-           'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN', 'GPU_HOLD',
-           'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon',
-           'throughput', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan',
-           'estimate', 'load_throughput', 'best_setting', 'runbook_frame', 'slowdown', 'full_covers_gpu',
-           'load_gpu_plan', 'render_runbook']
+           'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN',
+           'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried',
+           'merge', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate',
+           'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting', 'runbook_frame', 'slowdown',
+           'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -721,6 +721,7 @@ GPU_RUNS = {'chapter 5, run 1': ['object_sorting', 'sorting_robustness'],
 # (chapter 4's set_classification and set_modular: 83 CPU-minutes). The runbook checks that the stored `full` rows cover every `gpu` trial.
 CPU_DECIDED = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control']}
 RUN_LIMIT_MIN = 25
+COMMAND_LIMIT_MIN = 10   # the device tool's limit on one command: a trial longer than that finishes only if its checkpoint comes back
 # Runs whose `gpu` protocol is known to need a change: a GPU run of them now would be spent on settings about to be replaced
 # (none now: chapter 5's, held while its stopping rule changed, was released once its quick sweeps had run under the new rule)
 GPU_HOLD: dict[str, str] = {}
@@ -753,14 +754,16 @@ def _run_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] |
              f"{gp['workers']} workers" + ('' if opts == f"--workers {gp['workers']}" else f", not over the measured setting the "
              f"commands use (`{opts}`)") + '.' + (f" *At `{opts}`* spreads the same trials over {scaled[0]} workers, each trial "
              f"{scaled[1]:.2f} times longer: one worker's updates per second over each of {scaled[0]}'s, as measured (above); "
-             "still an estimate, and still the whole run, stored trials included." if extra else ''), '',
-             '| run | experiments | expected wall, min | ' + (f'at `{opts}`, min | ' if extra else '') + 'stored | command |',
-             '|---|---|---|---|---|' + ('---|' if extra else '')]
+             "still an estimate, and still the whole run, stored trials included. *Longest trial* is the run's longest trial at that setting: "
+             f"over {COMMAND_LIMIT_MIN} minutes, the limit of one command on the GPU machine, it finishes only if its checkpoint "
+             "comes back in the campaign's archive and is carried to the next command." if extra else ''), '',
+             '| run | experiments | expected wall, min | ' + (f'at `{opts}`, min | longest trial, min | ' if extra else '') + 'stored | command |',
+             '|---|---|---|---|---|' + ('---|---|' if extra else '')]
     total, total_s, unpriced, held = 0.0, 0.0, [], [r for r in GPU_RUNS if r in GPU_HOLD]
     for run, names in GPU_RUNS.items():
         es = [ex.get(n) for n in names]
         command = f"`relbook campaign --profile gpu --budget 24m {opts} --device cuda {' '.join(names)}`"
-        at = '–'
+        at = longest = '–'
         if run in GPU_HOLD:
             wall, command = '–', GPU_HOLD[run]
         elif any(e is None or 'note' in e for e in es):
@@ -772,7 +775,9 @@ def _run_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] |
             if extra:
                 ts = sum(makespan([m * scaled[1] for m, k in e['trial_min'] for _ in range(k)], scaled[0]) for e in es); total_s += ts
                 at = f"{ts:.1f}" + (f' **over {RUN_LIMIT_MIN}**' if ts > RUN_LIMIT_MIN else '')
-        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | " + (f"{at} | " if extra else '')
+                lt = max(m for e in es for m, _ in e['trial_min']) * scaled[1]
+                longest = f"{lt:.1f}" + (' **over one command**' if lt > COMMAND_LIMIT_MIN else '')
+        lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | " + (f"{at} | {longest} | " if extra else '')
                      + f"{_stored(names)} | {command} |")
     lines += ['', f"In all: {total:.0f} minutes of expected wall time" + (f" ({total_s:.0f} at `{opts}`)" if extra else '')
                   + f" over {len(GPU_RUNS) - len(unpriced) - len(held)} runs"
