@@ -10,22 +10,22 @@ import pandas as pd
 import torch
 import torch.nn as nn
 from .core import by_profile, check_choice, check_positive, check_seed, get_profile, results_dir, get_device, atomic_write
-from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset, _rng_states, _set_rng_states
+from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset, store_for, _rng_states, _set_rng_states
 from .abstractor import AbstractorConfig, Seq2SeqConfig, make_seq2seq, count_params
 from .evidence import Evidence, claim, compare, conditions, convergence
 
 # %% auto #0
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN',
-           'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'SECTION_5A', 'SECTION_5B', 'SECTION_8',
-           'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'PLATEAU_LEFT', 'PLATEAU_UNCHECKED', 'REACH',
-           'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'PLATEAU_TOL', 'ROBUST_LEVELS', 'SortingObjects',
+           'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'PLATEAU_TOL', 'SECTION_5A', 'SECTION_5B',
+           'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'PLATEAU_LEFT', 'PLATEAU_UNCHECKED',
+           'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects',
            'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model',
            'SortingProtocol', 'sorting_protocol', 'plateau_protocol', 'protocol_splits', 'transfer_weights',
-           'patience_stop', 'train_sorting', 'size_to_reach', 'evaluate_sorting', 'with_budget', 'retained',
-           'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment', 'rng_kept',
-           'pretraining_trial', 'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment',
-           'replay_patience', 'plateau_check', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
-           'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
+           'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting', 'size_to_reach', 'evaluate_sorting',
+           'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
+           'object_sorting_experiment', 'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment',
+           'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects',
+           'robustness_trial', 'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
            'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
@@ -197,6 +197,32 @@ def patience_stop(history: list[dict], patience: int, key: str = 'val_loss', mod
         else: bad += 1
         if bad >= patience: return h['step'], best_step
     return None, best_step
+
+PLATEAU_TOL = 0.005   # validation accuracy a patience stop may give up against the best of the whole budget and count as converged
+
+def replay_patience(df_np: pd.DataFrame, patience: int, key: str = 'val_acc', mode: str = 'max') -> pd.DataFrame:
+    """One row per no-patience run (rows of `sorting_no_patience`): the rule 'patience validations without a better `key`'
+    replayed on its recorded validation curve: where it stops the run (`stop`, None if it never does), the validation accuracy
+    of the model it restores (mode 'max': the best accuracy up to the stop, ties to the lower loss; 'min': the lowest loss) and
+    what that gives up against the best validation accuracy of the whole budget (`lost`)."""
+    check_choice(mode, 'mode', ('min', 'max'))
+    out = []
+    for r in df_np.itertuples():
+        h = [dict(step=s, val_loss=l, val_acc=a) for s, l, a in r.val_curve]
+        if not h: raise ValueError(f"replay_patience: the run {r.model}, n={r.n_train}, seed {r.seed} has an empty val_curve")
+        stop, _ = patience_stop(h, patience, key, mode)
+        kept = [x for x in h if stop is None or x['step'] <= stop]
+        chosen = (min(kept, key=lambda x: x['val_loss']) if mode == 'min'
+                  else max(kept, key=lambda x: (x['val_acc'], -x['val_loss'])))
+        out.append(dict(model=r.model, n_train=int(r.n_train), seed=int(r.seed), budget=int(r.max_steps), stop=stop,
+                        chosen_step=int(chosen['step']), val_acc=float(chosen['val_acc']),
+                        lost=float(max(x['val_acc'] for x in h) - chosen['val_acc'])))
+    return pd.DataFrame(out, columns=['model', 'n_train', 'seed', 'budget', 'stop', 'chosen_step', 'val_acc', 'lost'])
+
+def plateau_check(profile: str) -> pd.DataFrame | None:
+    "The plateau check stored at `profile` with the accuracy rule (the sweeps' own patience) replayed on it; None: not run there."
+    df = store_for('sorting_no_patience', profile).frame()
+    return None if df.empty else replay_patience(df, sorting_protocol(profile).patience)
 
 def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: nn.Module | None = None,
                   transfer: str = 'all', cache: bool = False, stop: bool = True,
@@ -524,33 +550,6 @@ def sorting_no_patience_experiment() -> pd.DataFrame:
     cells, seeds, _ = plateau_protocol()
     trials = [dict(model=m, n_train=n, seed=s) for m, sizes in cells.items() for n in sizes for s in range(seeds)]
     return run_sweep('sorting_no_patience', trials, no_patience_trial)
-
-PLATEAU_TOL = 0.005   # validation accuracy a patience stop may give up against the best of the whole budget and count as converged
-
-def replay_patience(df_np: pd.DataFrame, patience: int, key: str = 'val_acc', mode: str = 'max') -> pd.DataFrame:
-    """One row per no-patience run (rows of `sorting_no_patience`): the rule 'patience validations without a better `key`'
-    replayed on its recorded validation curve: where it stops the run (`stop`, None if it never does), the validation accuracy
-    of the model it restores (mode 'max': the best accuracy up to the stop, ties to the lower loss; 'min': the lowest loss) and
-    what that gives up against the best validation accuracy of the whole budget (`lost`)."""
-    check_choice(mode, 'mode', ('min', 'max'))
-    out = []
-    for r in df_np.itertuples():
-        h = [dict(step=s, val_loss=l, val_acc=a) for s, l, a in r.val_curve]
-        if not h: raise ValueError(f"replay_patience: the run {r.model}, n={r.n_train}, seed {r.seed} has an empty val_curve")
-        stop, _ = patience_stop(h, patience, key, mode)
-        kept = [x for x in h if stop is None or x['step'] <= stop]
-        chosen = (min(kept, key=lambda x: x['val_loss']) if mode == 'min'
-                  else max(kept, key=lambda x: (x['val_acc'], -x['val_loss'])))
-        out.append(dict(model=r.model, n_train=int(r.n_train), seed=int(r.seed), budget=int(r.max_steps), stop=stop,
-                        chosen_step=int(chosen['step']), val_acc=float(chosen['val_acc']),
-                        lost=float(max(x['val_acc'] for x in h) - chosen['val_acc'])))
-    return pd.DataFrame(out, columns=['model', 'n_train', 'seed', 'budget', 'stop', 'chosen_step', 'val_acc', 'lost'])
-
-def plateau_check(profile: str) -> pd.DataFrame | None:
-    "The plateau check stored at `profile` with the accuracy rule (the sweeps' own patience) replayed on it; None: not run there."
-    from .harness import store_for
-    df = store_for('sorting_no_patience', profile).frame()
-    return None if df.empty else replay_patience(df, sorting_protocol(profile).patience)
 
 # %% ../nbs/05_object_sorting.ipynb #c029
 ROBUST_LEVELS = {'additive': [0.0, 0.1, 0.25, 0.5, 1.0, 2.0], 'linear': [0.1, 0.2, 0.29, 0.5, 1.0, 2.0],
