@@ -13,8 +13,8 @@ import torch
 # %% auto #0
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
            'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model', 'to_device',
-           'cuda_graphs_on', 'device_name', 'provenance', 'check_shape', 'check_choice', 'check_seed', 'check_positive',
-           'check_dtype', 'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
+           'cuda_graphs_on', 'device_name', 'loaded_code', 'provenance', 'check_shape', 'check_choice', 'check_seed',
+           'check_positive', 'check_dtype', 'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -153,13 +153,25 @@ def device_name(device: torch.device) -> str:
     "The name a row gives `device`: the GPU's model, or the CPU's architecture ('cpu' where the platform does not say)."
     return torch.cuda.get_device_name(device) if device.type == 'cuda' else platform.processor() or 'cpu'
 
+_LOADED: dict[str, str] = {}   # the commit and source hash of the code this process imported, read once (below)
+
+def loaded_code() -> dict:
+    """The code this process runs: the checkout's commit (`git_sha`, '+dirty' if `relbook/` was modified) and `source_hash`
+    as they were when relbook was imported. Read once: a commit made, or a file edited, while a long run goes on does not
+    change which code its rows say ran (they used to read the checkout as it was when each row was written).
+    `$RELBOOK_GIT_SHA`, read at each call, still names the commit (a copy without .git)."""
+    if not _LOADED: _LOADED.update(git_sha=git_sha(), source_sha=source_hash())
+    return {**_LOADED, **({'git_sha': os.environ['RELBOOK_GIT_SHA']} if os.environ.get('RELBOOK_GIT_SHA') else {})}
+
+loaded_code()   # at import
+
 def provenance(device: torch.device | None = None) -> dict:
-    """What every result row records about where and how it was computed (commit, source hash, profile, device, CPU, torch;
-    on a GPU with `$RELBOOK_CUDA_GRAPHS` on, `cuda_graphs`)."""
+    """What every result row records about where and how it was computed (commit and source hash of the code this process
+    imported, profile, device, CPU, torch; on a GPU with `$RELBOOK_CUDA_GRAPHS` on, `cuda_graphs`)."""
     device = device or get_device()
     name = device_name(device)
     graphs = {'cuda_graphs': True} if device.type == 'cuda' and cuda_graphs_on() else {}
-    return dict(git_sha=git_sha(), source_sha=source_hash(), profile=get_profile(), device=str(device), device_name=name,
+    return dict(**loaded_code(), profile=get_profile(), device=str(device), device_name=name,
                 cpu=cpu_model(), torch=torch.__version__, threads=torch.get_num_threads(), **graphs)
 
 # %% ../nbs/90_core.ipynb #c014

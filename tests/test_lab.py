@@ -37,6 +37,16 @@ def test_git_sha_override(monkeypatch):
     assert core.provenance()['git_sha'] == 'abc123'
 
 
+def test_rows_name_the_code_the_process_imported(monkeypatch):
+    "A commit or an edit made while a long run goes on must not change which code its rows say ran."
+    loaded = core.loaded_code()
+    assert loaded['git_sha'] and loaded['source_sha'] and core._LOADED       # read at import
+    monkeypatch.setattr(core, 'git_sha', lambda short=True: 'later+dirty')
+    monkeypatch.setattr(core, 'source_hash', lambda root=None: 'edited')
+    p = core.provenance()
+    assert (p['git_sha'], p['source_sha']) == (loaded['git_sha'], loaded['source_sha']), p
+
+
 def _blobs(n, seed):
     g = torch.Generator().manual_seed(seed)
     y = torch.randint(0, 2, (n,), generator=g)
