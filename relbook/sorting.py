@@ -22,7 +22,7 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model',
            'SortingProtocol', 'sorting_protocol', 'plateau_protocol', 'protocol_splits', 'transfer_weights',
            'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting', 'size_to_reach', 'evaluate_sorting',
-           'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
+           'plateau_cells', 'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
            'object_sorting_experiment', 'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment',
            'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects',
            'robustness_trial', 'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
@@ -284,9 +284,11 @@ SECTION_8 = 'Experiment 3: robustness to corrupted objects (Figure 8)'
 CONVERGENCE = ('best_step', 'max_steps')     # the restored model's step and the run's step budget (rows of train_sorting)
 # The plateau check (`sorting_no_patience`) showed patience on the validation *loss* stopping runs on a plateau that they
 # leave when trained on; patience on the validation *accuracy* (the official script's monitor, SORTING_TRAIN) did not stop
-# any of them early. So a row's patience stop counts as converged only under the accuracy rule: rows of the loss rule
-# (`monitor` 'loss', or no `monitor`: rows from before the change) count as still improving, and a verdict resting on one
-# is provisional until its sweep is re-run.
+# any of them early at 500 sequences, but at 1,000 (the Ablation model) it stopped runs that were still improving, slowly.
+# So a row's patience stop counts as converged only under the accuracy rule, and only outside the (model, size) cells where
+# the plateau check of the row's profile found that rule giving up more than PLATEAU_TOL of validation accuracy: rows of
+# the loss rule (`monitor` 'loss', or no `monitor`: rows from before the change) and the stops of such cells count as
+# still improving, and a verdict resting on one is provisional.
 PATIENCE_CONVERGES = 'patience_converges'      # the field of a row (set by with_budget) that decides it, row by row
 PLATEAU_NOTE = ('{n} of {m} runs trained under the earlier rule, patience on the validation loss, shown to stop runs on a plateau '
                 'they later leave: those it stopped count as still improving')
@@ -300,36 +302,45 @@ PLATEAU_LEFT = ('the plateau check at `{p}` found the accuracy rule stopping run
                 'the {n} patience stops of those cells count as still improving')
 PLATEAU_UNCHECKED = 'no plateau check at `{p}`: its patience stops count as converged on the `quick` check'
 
+def plateau_cells(profile: str) -> list[tuple[str, int]] | None:
+    """The (model, training-set size) cells where the plateau check at `profile` found the accuracy rule giving up more than
+    PLATEAU_TOL of validation accuracy against training on (`plateau_check`); None where no check ran at `profile`."""
+    check = plateau_check(profile)
+    if check is None: return None
+    left = check[check['lost'] > PLATEAU_TOL]
+    return sorted(set(zip(left['model'], left['n_train'].astype(int))))
+
+def _in_cells(df: pd.DataFrame) -> pd.Series:
+    "Per row: does it lie in a cell where the plateau check of its own profile found the accuracy rule stopping runs too early?"
+    if not len(df) or not {'model', 'n_train', 'profile'} <= set(df.columns): return pd.Series(False, index=df.index)
+    cells = {p: set(plateau_cells(str(p)) or ()) for p in df['profile'].dropna().unique()}
+    return pd.Series([pd.notna(n) and (m, int(n)) in cells.get(p, ()) for m, n, p in zip(df['model'], df['n_train'], df['profile'])],
+                     index=df.index)
+
 def _plateau(ev: Evidence) -> Evidence:
-    """Every claim of this chapter: a run's patience stop counts by its rule, and the note names the runs of the loss rule.
-    Then the plateau check of the rows' profile: in a (model, size) cell where it found the accuracy rule giving up more than
-    PLATEAU_TOL of validation accuracy against training on (`plateau_check`), no patience stop of that cell counts as converged."""
+    """Every claim of this chapter: a run's patience stop counts by its rule and its cell (`with_budget`); the note names the
+    runs of the loss rule, the stops of cells the plateau check found wanting, or that no check ran at the rows' profile."""
     ev.patience_converges = PATIENCE_CONVERGES
     rows, notes = ev.rows, [ev.note] if ev.note else []
-    old = ~rows[PATIENCE_CONVERGES].astype(bool)             # every evaluator's rows come through with_budget, which sets it
+    old = ~_rule(rows)
     if old.any(): notes.append(PLATEAU_NOTE.format(n=int(old.sum()), m=len(rows)))
+    hit = ~old & ~rows[PATIENCE_CONVERGES].astype(bool) & rows['stopped_early'].eq(True)   # stops of a cell the check found wanting
     profiles = rows['profile'].dropna().unique() if 'profile' in rows else []
-    if len(profiles) == 1 and {'model', 'n_train'} <= set(rows.columns):
-        check = plateau_check(str(profiles[0]))
-        if check is None: notes.append(PLATEAU_UNCHECKED.format(p=profiles[0]))
-        else:
-            left = check[check['lost'] > PLATEAU_TOL]
-            cells = sorted(set(zip(left['model'], left['n_train'])))
-            hit = pd.Series([(m, int(n)) in cells for m, n in zip(rows['model'], rows['n_train'])], index=rows.index)
-            stopped = hit & rows[PATIENCE_CONVERGES].astype(bool) & rows['stopped_early'].eq(True)
-            if stopped.any():
-                ev.rows = rows.assign(**{PATIENCE_CONVERGES: rows[PATIENCE_CONVERGES].astype(bool) & ~hit})
-                notes.append(PLATEAU_LEFT.format(p=profiles[0], n=int(stopped.sum()),
-                                                 cells=', '.join(f'{m} at {n:,}' for m, n in cells)))
+    for p in profiles:
+        cells = plateau_cells(str(p))
+        if cells is None: notes.append(PLATEAU_UNCHECKED.format(p=p))
+        elif (n := int((hit & rows['profile'].eq(p)).sum())):
+            notes.append(PLATEAU_LEFT.format(p=p, n=n, cells=', '.join(f'{m} at {k:,}' for m, k in cells)))
     ev.note = '; '.join(notes)
     return ev
 
 def with_budget(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of the object-sorting experiments, checked to carry what the convergence rule reads (best step, budget, early
-    stop), with the field that says whether each row's patience stop counts (`PATIENCE_CONVERGES`)."""
+    stop), with the field that says whether each row's patience stop counts (`PATIENCE_CONVERGES`): a stop of the accuracy
+    rule, outside the cells where the plateau check of the row's profile found that rule stopping runs too early."""
     missing = [k for k in (*CONVERGENCE, 'stopped_early') if k not in df.columns]
     if missing and len(df): raise ValueError(f"sorting rows lack {missing}: rows of an older protocol; rerun the sweep")
-    return df.assign(**{PATIENCE_CONVERGES: _rule(df)})
+    return df.assign(**{PATIENCE_CONVERGES: _rule(df) & ~_in_cells(df)})
 
 def _pretrain_note(df: pd.DataFrame, model: str) -> str:
     "The extra training a pre-trained variant got, from its rows."
