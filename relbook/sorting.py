@@ -298,7 +298,7 @@ def _rule(df: pd.DataFrame, prefix: str = '') -> pd.Series:
     col = f'{prefix}monitor'
     return df[col].eq(SORTING_TRAIN.monitor) if col in df.columns else pd.Series(False, index=df.index)
 
-PLATEAU_LEFT = ('the plateau check at `{p}` found the accuracy rule stopping runs on a plateau they later left ({cells}): '
+PLATEAU_LEFT = ('the plateau check at `{p}` found the accuracy rule stopping runs that went on to improve ({cells}): '
                 'the {n} patience stops of those cells count as still improving')
 PLATEAU_UNCHECKED = 'no plateau check at `{p}`: its patience stops count as converged on the `quick` check'
 
