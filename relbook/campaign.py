@@ -9,7 +9,7 @@ import pandas as pd
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
-from .core import PROFILES, check_choice, check_positive, results_dir, provenance, git_sha, get_device, atomic_write
+from .core import PROFILES, check_choice, check_positive, results_dir, provenance, loaded_code, get_device, atomic_write
 from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_experiments, run_experiment,
                              store_for, time_budget, trial_key)
 
@@ -300,7 +300,7 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
         if not failed and not stopped: finished = list(order)
     manifest = dict(profile=profile, order=order, finished=finished, stopped=stopped, workers=workers, mps=mps_on,
                     budget_s=total, wall_s=round(time.time() - started, 1), failed_workers=failed,
-                    commit=git_sha(), **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
+                    commit=loaded_code()['git_sha'], **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
     manifest.update(carried=[], checkpoints=[])
     t_pack = time.time()
     m = pack(out, profile, since, started, manifest)      # the rows first: on disk, whole, before any model is packed
@@ -586,7 +586,7 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
     an earlier one caches (and a later one reuses) is counted once, in the earlier one; `after` records what came before."""
     check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
     names = list(names) if names else plan(None, profile)
-    cal, commit = cal or calibrate(), git_sha()         # the code the probes run (a commit made meanwhile does not count)
+    cal, commit = cal or calibrate(), loaded_code()['git_sha']   # the code the probes run: this process's (a commit made meanwhile does not count)
     exps = {}
     with tempfile.TemporaryDirectory() as workdir:
         for i, n in enumerate(names):

@@ -142,7 +142,8 @@ def test_a_pretrained_trial_does_not_depend_on_which_trial_trained_the_shared_mo
 
 
 def test_plateau_check_keeps_its_budget(monkeypatch):
-    "The learning curves train under the protocol's floor (20,000 at quick); the plateau check (stop=False) stays at PLATEAU_STEPS."
+    """The learning curves train under the protocol's floor (20,000 at quick); the plateau check (stop=False) stays at
+    PLATEAU_STEPS at quick, and at gpu trains the sweep's whole budget (20,000) in the cells where the gpu sweep's seeds stalled."""
     from relbook.core import using_profile
     class Recorded(Exception): pass
     seen = []
@@ -153,21 +154,11 @@ def test_plateau_check_keeps_its_budget(monkeypatch):
         for stop in (True, False):
             with pytest.raises(Recorded): so.train_sorting('Abstractor', 500, 0, stop=stop)
         assert so.sorting_protocol().max_steps(500) == 20_000
-    assert (seen[0].max_steps, seen[0].patience, seen[0].monitor) == (20_000, 20, 'acc')
-    assert (seen[1].max_steps, seen[1].patience, seen[1].monitor) == (so.PLATEAU_STEPS, None, 'loss') and so.PLATEAU_STEPS == 10_000
-
-
-def test_plateau_check_budget_and_cells_by_profile(monkeypatch):
-    "At gpu the plateau check trains the sweep's whole budget (20,000) in the cells where the gpu sweep's seeds stalled; quick keeps its cap."
-    from relbook.core import using_profile
-    class Recorded(Exception): pass
-    seen = []
-    def fake_fit(net, task, train, val, cfg, **kw):
-        seen.append(cfg); raise Recorded
-    monkeypatch.setattr(so, 'fit', fake_fit)
     with using_profile('gpu'):
         with pytest.raises(Recorded): so.train_sorting('Ablation', 1000, 0, stop=False)
-    assert (seen[0].max_steps, seen[0].patience, seen[0].monitor) == (20_000, None, 'loss')
+    assert (seen[0].max_steps, seen[0].patience, seen[0].monitor) == (20_000, 20, 'acc')
+    assert (seen[1].max_steps, seen[1].patience, seen[1].monitor) == (so.PLATEAU_STEPS, None, 'loss') and so.PLATEAU_STEPS == 10_000
+    assert (seen[2].max_steps, seen[2].patience, seen[2].monitor) == (20_000, None, 'loss')
     cells, seeds, cap = so.plateau_protocol('gpu')
     assert cells == {'Ablation': [1000, 500], 'Transformer': [500]} and seeds == 5 and cap is None
     cells, seeds, cap = so.plateau_protocol('quick')
