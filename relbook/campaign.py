@@ -19,8 +19,8 @@ __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_L
            'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN',
            'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried',
            'merge', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate',
-           'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting', 'runbook_frame', 'slowdown',
-           'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
+           'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame',
+           'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -669,6 +669,27 @@ def _throughput_lines(rows: Sequence[dict]) -> list[str]:
                      f"{'on' if r.get('cuda_graphs') else 'off'} | {res[0]} | {res[1]} |")
     return lines + ['']
 
+def graph_gains(rows: Sequence[dict]) -> list[dict]:
+    """Per (package, device, workers, MPS) measured both ways, the latest CUDA-graph row against the latest eager row:
+    their updates per second in all and the ratio (failed rows and older packages' comparison rows, `code`, left out)."""
+    ok = [r for r in rows if 'code' not in r and 'error' not in r and r.get('total')]
+    key = lambda r: (r.get('git_sha'), r.get('device_name'), int(r['workers']), bool(r.get('mps')))
+    last = {(key(r), bool(r.get('cuda_graphs'))): r for r in ok}               # rows are oldest first: the latest wins
+    return [dict(package=k[0], device=k[1], workers=k[2], mps=k[3], graphed=g['total'], eager=e['total'],
+                 ratio=g['total'] / e['total'])
+            for (k, flag), g in last.items() if flag and (e := last.get((k, False))) is not None]
+
+def _graph_gain_text(rows: Sequence[dict]) -> str:
+    "The runbook's sentence on what CUDA graphs were measured to gain (empty when never measured both ways)."
+    gains = graph_gains(rows)
+    if not gains: return ' Not yet measured both ways on a GPU.'
+    return (' Measured both ways: ' + '; '.join(
+        f"{g['workers']} worker{'s' * (g['workers'] > 1)}{' under MPS' if g['mps'] else ''}, {g['graphed']:.0f} against "
+        f"{g['eager']:.0f} updates per second in all ({g['ratio']:.2f}×; package `{g['package']}`, {g['device']})" for g in gains)
+        + '. The commands below use the fastest eager setting, and their minutes are eager estimates: a fit replays its step '
+        'only where `graph_refusal` allows it (a constant learning rate, no clipping, a task whose loss draws nothing on the host), '
+        'so the gain is the object-sorting step\'s, measured, not a prediction for other chapters.')
+
 def _minutes(s: float) -> str:
     return f'{s / 60:.1f}' if s >= 6 else f'{s / 60:.2f}'
 
@@ -885,9 +906,11 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. Download their '
              'wheels at home into a folder `.git/info/exclude` ignores (`.whl/`: `gymnasium`, `farama-notifications`, '
              '`mathematics-dataset`, as the tool\'s README shows), commit (the copy that travels has no `.git`, so the rows take '
-             'their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`. One command a session: the '
-             'machine goes back some 30 s after a call ends, and on 2026-11-27 a second call, sent after the first\'s archive '
-             'was merged, waited about 4 minutes for a fresh machine and had 56 s of device time left to run:', '',
+             'their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`. Send the longest command '
+             'first: the machine goes back some 30 s after a call ends, and a fresh one costs its start in device time, which '
+             'has varied from about 35 s to about 4 minutes (on 2026-11-27 one second call waited about 4 minutes and had 56 s '
+             'left to run; in a later session two fresh machines started in about 35 s and 65 s, and two calls, of 528 s and '
+             '176 s, fitted in the 15 minutes). After a call, `status` says whether another can start:', '',
              '```bash',
              'python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD',
              'export RELBOOK_GIT_SHA=<commit> OMP_NUM_THREADS=1',
@@ -897,7 +920,8 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '`RELBOOK_CUDA_GRAPHS=1` makes `fit` replay its training step as a CUDA graph (see the harness chapter); run '
              '`pytest tests/test_cuda.py` first (its graph tests compare graphed with eager training) and measure '
              '`RELBOOK_CUDA_GRAPHS=1 python3 -m relbook throughput --workers 1 14 --device cuda --out results/throughput.jsonl` '
-             'against the same command without it; rows trained so record `cuda_graphs`.', '',
+             'against the same command without it; rows trained so record `cuda_graphs`, and `graphed_steps`, how many of '
+             'their updates a graph replayed (0 where every fit trained eagerly).' + _graph_gain_text(tp), '',
              'Give the campaign a budget some 30 s under the command\'s limit, less what runs before it: it keeps 5 % for packing, '
              'packs the rows first, then the models, and a command killed at its limit sends back only what was whole. '
              'What the tool sends back is what lies under `$OUT` (at most 8 files, 64 MiB in all). Merge each archive at home '

@@ -247,6 +247,7 @@ class FitResult:
     wall_time_s: float = 0.0                      # seconds spent in fit (this process)
     max_steps: int = 0                            # the step budget (a best_step in its last 10 % means still improving)
     devices: list = field(default_factory=list)   # the devices it trained on, in order: several when resumed on another
+    graphed_steps: int | None = 0                 # of `steps`, those replayed from a CUDA graph (None: resumed from a checkpoint that did not count)
 
 # %% ../nbs/91_harness.ipynb #c015
 _trial_checkpoint: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_checkpoint', default=None)
@@ -439,11 +440,12 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
         return res
     # order/pos: this epoch's shuffle and the place in it; run_sum/run_n: the training loss since the last evaluation
     st = dict(step=0, best_state=None, best_step=0, best_score=None, best_tie=None, ref=None, bad=0, history=[], stopped_early=False,
-              order=None, pos=0, run_sum=0.0, run_n=0, devices=[])
+              order=None, pos=0, run_sum=0.0, run_n=0, devices=[], graphed=0)
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     if ckpt is not None and Path(ckpt).exists():
         saved = torch.load(ckpt, map_location='cpu', weights_only=False)   # the generator's and RNGs' states must stay CPU tensors; load_state_dict moves the rest
         if 'devices' not in saved: saved['devices'] = ['cuda' if 'cuda' in saved.get('rng', {}) else 'cpu']   # a checkpoint from before devices were kept
+        if 'graphed' not in saved: saved['graphed'] = None   # from before replays were counted: how many it replayed is unknown
         model.load_state_dict(saved.pop('model')); opt.load_state_dict(saved.pop('opt')); gen.set_state(saved.pop('gen'))
         sched.load_state_dict(saved.pop('sched'))
         if 'rng' in saved: _set_rng_states(saved.pop('rng'), device)
@@ -464,7 +466,9 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
         batch = _tagged(subset(train, idx), ranges)
         if graphs and graph is None and st['step'] > 0 and len(idx) == min(cfg.batch_size, n):   # after one eager step (optimiser state)
             graph = _capture_step(model, task, opt, cfg, device, batch, ranges) or False          # False: failed, eager from here
-        if graph and graph.fits(batch): loss = graph(batch); sched.step()
+        if graph and graph.fits(batch):
+            loss = graph(batch); sched.step()
+            if st['graphed'] is not None: st['graphed'] += 1
         else: loss = _train_step(model, task, batch, opt, sched, amp, cfg, set_to_none=not graph)   # keep a graph's gradient buffers
         st['step'] += 1; st['run_n'] += 1; run_sum += loss.detach().double(); bar.update(1)
         if st['step'] % eval_every == 0 or st['step'] == max_steps:
@@ -495,7 +499,7 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
     if ckpt is not None: Path(ckpt).unlink(missing_ok=True)          # finished: the next fit starts afresh
     if st['best_state'] is not None: model.load_state_dict(st['best_state'])
     res = FitResult(st['history'], st['best_step'], float(st['best_score']), st['step'], st['stopped_early'],
-                    time.perf_counter() - t0, max_steps, list(st['devices']))
+                    time.perf_counter() - t0, max_steps, list(st['devices']), st['graphed'])
     if (fits := _trial_fits.get()) is not None: fits.append(res)    # run_sweep stores convergence with the row
     return res
 
@@ -617,12 +621,17 @@ def _sweep_worker(lock_dir: Path, shard: int, n_shards: int):
         for g in held: g.close()
 
 def _convergence_fields(fits: list) -> dict:
-    "What a row records about its training: the last fit's best step, budget and early stop (the model it reports)."
+    """What a row records about its training: the last fit's best step, budget and early stop (the model it reports);
+    with `$RELBOOK_CUDA_GRAPHS` on, `graphed_steps`: how many of all its fits' updates were replayed from a CUDA graph (0 where
+    every fit trained eagerly: on the CPU, refused by `graph_refusal`, or after a failed capture; None where a fit resumed from
+    a checkpoint written before replays were counted)."""
     if not fits: return {}
     f = fits[-1]
     moved = {'fit_devices': f.devices} if len(f.devices) > 1 else {}     # a trial resumed on another device says so
+    counts = [x.graphed_steps for x in fits]
+    graphed = {'graphed_steps': None if None in counts else sum(counts)} if cuda_graphs_on() else {}   # what the flag did
     return dict(fit_best_step=f.best_step, fit_max_steps=f.max_steps, fit_steps=f.steps,
-                fit_stopped_early=f.stopped_early, n_fits=len(fits), **moved)
+                fit_stopped_early=f.stopped_early, n_fits=len(fits), **moved, **graphed)
 
 def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict], *,
               store: ResultsStore | None = None, progress: bool | None = None) -> pd.DataFrame:

@@ -180,4 +180,6 @@ def test_cuda_graph_trains_the_sorting_model_as_eager_does(monkeypatch):
     last_e, last_g = eager.history[-1]['val_loss'], graphed.history[-1]['val_loss']
     print(f"eager {t_eager:.1f}s, graphed {t_graph:.1f}s for 400 updates; val loss {last_e:.3f} vs {last_g:.3f} (step 100: {first:.3f})")
     assert abs(last_e - last_g) < 0.15 and max(last_e, last_g) < 0.8 * first, (first, last_e, last_g)
+    # 1,000 sequences in batches of 128: each epoch's last batch (104) and step 0 train eagerly, the rest replay the graph
+    assert eager.graphed_steps == 0 and graphed.graphed_steps == 400 - 1 - 400 // 8, graphed.graphed_steps
 

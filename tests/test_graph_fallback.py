@@ -75,3 +75,52 @@ def test_twice_failed_capture_trains_eagerly_and_says_so(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(weights, eager))      # no capture attempt changed the training
 
 
+
+
+def _graph_fit(monkeypatch, fail=0, max_steps=20, checkpoint=None):
+    "One fit of the stand-in model with graphs requested (the stub replays the eager step); its FitResult."
+    monkeypatch.setenv('RELBOOK_CUDA_GRAPHS', '1')
+    monkeypatch.setattr(H, 'graph_refusal', lambda task, cfg, device: None)
+    monkeypatch.setattr(H, '_GraphedStep', _Stub)
+    _Stub.made = _Stub.failed = _Stub.replays = 0; _Stub.fail = fail
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return H.fit(net, H.Classification(), _data(), None, H.TrainConfig(lr=3e-3, batch_size=64, max_steps=max_steps),
+                     progress=False, checkpoint=checkpoint)
+
+
+def test_a_fit_counts_the_steps_a_graph_replayed(monkeypatch):
+    assert _graph_fit(monkeypatch).graphed_steps == _Stub.replays == 14      # the rest: step 0 and the epochs' last batches
+    assert _graph_fit(monkeypatch, fail=2).graphed_steps == 0                 # fell back: every step eager
+    monkeypatch.setattr(H, 'graph_refusal', lambda task, cfg, device: 'refused')
+    monkeypatch.setenv('RELBOOK_CUDA_GRAPHS', '1')
+    net = nn.Sequential(nn.Linear(8, 2))
+    assert H.fit(net, H.Classification(), _data(), None, H.TrainConfig(max_steps=5), progress=False, checkpoint=None).graphed_steps == 0
+
+
+def test_rows_record_how_many_updates_a_graph_replayed(monkeypatch, tmp_path):
+    def trial(seed):
+        r = _graph_fit(monkeypatch)
+        return {'steps': r.steps}
+    df = H.run_sweep('g', [{'seed': 0}], trial, store=H.ResultsStore(tmp_path / 'g.jsonl'), progress=False)
+    assert df['graphed_steps'].tolist() == [14] and df['steps'].tolist() == [20]
+    monkeypatch.setenv('RELBOOK_CUDA_GRAPHS', '0')                           # flag off: the field is not written at all
+    monkeypatch.setattr(H, '_GraphedStep', _Stub)
+    df = H.run_sweep('e', [{'seed': 0}], lambda seed: {'steps': H.fit(nn.Linear(8, 2), H.Classification(), _data(), None,
+                     H.TrainConfig(max_steps=3), progress=False, checkpoint=None).steps},
+                     store=H.ResultsStore(tmp_path / 'e.jsonl'), progress=False)
+    assert 'graphed_steps' not in df.columns
+
+
+def test_a_fit_resumed_from_an_uncounted_checkpoint_says_its_count_is_unknown(monkeypatch, tmp_path):
+    ck = tmp_path / 'c.pt'
+    monkeypatch.setenv('RELBOOK_DEADLINE', '1')                  # long past: the fit stops after its first step, checkpointed
+    with pytest.raises(H.BudgetExhausted): _graph_fit(monkeypatch, max_steps=40, checkpoint=ck)
+    monkeypatch.delenv('RELBOOK_DEADLINE')
+    saved = torch.load(ck, weights_only=False); assert saved['graphed'] == 0 and saved['step'] == 1
+    # resumed, it counts as the uninterrupted fit does: 40 updates less step 0 and the 10 epochs' last (8-item) batches
+    assert _graph_fit(monkeypatch, max_steps=40, checkpoint=ck).graphed_steps == 29 and not ck.exists()
+    del saved['graphed']; torch.save(saved, ck)                  # as a checkpoint from before replays were counted
+    assert _graph_fit(monkeypatch, max_steps=40, checkpoint=ck).graphed_steps is None
