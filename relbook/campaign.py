@@ -116,7 +116,9 @@ def pack(out: str | Path, profile: str, since: dict[str, int], started: float, m
 # results/checkpoints/<dir>: glob of the models a later experiment or a chapter's figures read, which a campaign carries home
 CARRIED = {'boxworld_imitation_models': '*.pt',   # chapter 11: Experiment 4 fine-tunes Experiment 3's agents; Figure 8
            'tp_roles_models': '*.pt',             # chapter 7: the role analysis reads both trained models
-           'dat_lm_models': '*-DAT-s0.pt'}        # chapter 14: Figure 5's relations (the only language model a figure reads)
+           'dat_lm_models': '*-DAT-s0.pt',        # chapter 14: Figure 5's relations (the only language model a figure reads)
+           'sorting_pretrained': '*.pt'}          # chapter 5: Figure 5b's pre-trained models, one per (architecture, seed),
+                                                  # shared by that seed's trials in every later command (carry the folder)
 
 PENDING = 'carried-pending.json'  # results/checkpoints/<this>: carried models a command could not send back; the next campaign does
 

@@ -26,7 +26,7 @@ __all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'bat
            'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for',
            'make_scheduler', 'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline', 'stored_only',
            'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for', 'fit', 'trial_key', 'ResultsStore', 'grid',
-           'store_for', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
+           'store_for', 'model_lock', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -597,6 +597,16 @@ def _try_lock(path: Path, shared: bool = False):
     if fcntl is None: return f                             # no locks on this platform: one worker per store
     try: fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB); return f
     except BlockingIOError: f.close(); return None
+
+@contextlib.contextmanager
+def model_lock(path: str | Path):
+    """Hold a blocking, exclusive flock on `<path>.lock` for a block: one process at a time trains (and caches) the model
+    kept at `path`, and the others, waiting, then find it cached. Released when the block ends or the process dies."""
+    lock = Path(f'{path}.lock')
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, 'a+') as f:
+        if fcntl is not None: fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 @contextlib.contextmanager
 def _sweep_worker(lock_dir: Path, shard: int, n_shards: int):

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 from .core import by_profile, check_choice, check_positive, check_seed, get_profile, results_dir, get_device, atomic_write
-from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset, store_for, _rng_states, _set_rng_states
+from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset, store_for, model_lock, _rng_states, _set_rng_states
 from .abstractor import AbstractorConfig, Seq2SeqConfig, make_seq2seq, count_params
 from .evidence import Evidence, claim, compare, conditions, convergence
 
@@ -167,7 +167,8 @@ def _cache_path(name: str, task: str, n_train: int, seed: int, cfg: TrainConfig)
     proto = sorting_protocol()
     spec = json.dumps(dict(name=name, task=task, n=n_train, seed=seed, n_pool=_pool_size(proto), n_val=proto.n_val,
                            cfg=asdict(cfg), model=repr(SORTING_MODELS[name])), sort_keys=True, default=str)
-    return results_dir() / 'checkpoints' / 'sorting_models' / f"{hashlib.sha1(spec.encode()).hexdigest()[:16]}.pt"
+    sub = 'sorting_pretrained' if task == 'pretrain' else 'sorting_models'   # the pre-trained ones travel home from a campaign
+    return results_dir() / 'checkpoints' / sub / f"{hashlib.sha1(spec.encode()).hexdigest()[:16]}.pt"
 
 def _pool_size(proto: SortingProtocol) -> int:
     return max(*proto.sizes, *proto.pretrain_sizes, proto.pretrain_n, proto.robust_n)
@@ -245,19 +246,22 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
                   eval_every=proto.eval_every, patience=proto.patience if stop else None)
     path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name)
     if init is not None: transfer_weights(init, net, transfer)
-    if cache and init is None and path.exists():
-        saved = torch.load(path, map_location='cpu', weights_only=False)
-        net.load_state_dict(saved['model']); return net.to(get_device()), saved['info']
-    sp = protocol_splits(seed, task == 'pretrain')
-    if dropout_seed is not None: torch.manual_seed(dropout_seed)
-    res = fit(net, Seq2Seq(pad_id=-1), sp.data('pool', n_train), sp.data('val'), cfg, seed=seed, progress=False)
-    best = next((h for h in res.history if h['step'] == res.best_step), {})      # the restored model's validation
-    info = dict(best_step=res.best_step, max_steps=res.max_steps, steps=res.steps, stopped_early=res.stopped_early, monitor=cfg.monitor,
-                val_loss=best.get('val_loss', math.nan), val_acc=best.get('val_acc', math.nan), fit_time_s=res.wall_time_s)
-    if not stop:
-        info['val_curve'] = [[int(h['step']), round(float(h['val_loss']), 5), round(float(h.get('val_acc', math.nan)), 5)] for h in res.history]
-    if cache and init is None:                       # atomic: parallel shards may train the same model
-        atomic_write(path, lambda tmp: torch.save({'model': net.state_dict(), 'info': info}, tmp))
+    # a cached model is trained by one process; the others (a campaign's workers) wait for it and read it, so that every trial
+    # of a seed shares one model even where training is not deterministic (bf16 and atomics on a GPU, graphs' dropout)
+    with model_lock(path) if cache and init is None else contextlib.nullcontext():
+        if cache and init is None and path.exists():
+            saved = torch.load(path, map_location='cpu', weights_only=False)
+            net.load_state_dict(saved['model']); return net.to(get_device()), saved['info']
+        sp = protocol_splits(seed, task == 'pretrain')
+        if dropout_seed is not None: torch.manual_seed(dropout_seed)
+        res = fit(net, Seq2Seq(pad_id=-1), sp.data('pool', n_train), sp.data('val'), cfg, seed=seed, progress=False)
+        best = next((h for h in res.history if h['step'] == res.best_step), {})      # the restored model's validation
+        info = dict(best_step=res.best_step, max_steps=res.max_steps, steps=res.steps, stopped_early=res.stopped_early, monitor=cfg.monitor,
+                    val_loss=best.get('val_loss', math.nan), val_acc=best.get('val_acc', math.nan), fit_time_s=res.wall_time_s)
+        if not stop:
+            info['val_curve'] = [[int(h['step']), round(float(h['val_loss']), 5), round(float(h.get('val_acc', math.nan)), 5)] for h in res.history]
+        if cache and init is None:                       # atomic, and under the lock: one worker trains it
+            atomic_write(path, lambda tmp: torch.save({'model': net.state_dict(), 'info': info}, tmp))
     return net, info
 
 def size_to_reach(sizes, values, level: float) -> float | None:

@@ -133,7 +133,7 @@ def test_a_pretrained_trial_does_not_depend_on_which_trial_trained_the_shared_mo
     with using_profile('smoke'):
         out, cached = [], []
         for _ in range(2):                      # first: the shared model is trained inside the trial; second: read from the cache
-            cached.append(len(list(tmp_path.glob('checkpoints/sorting_models/*.pt'))))
+            cached.append(len(list(tmp_path.glob('checkpoints/sorting_pretrained/*.pt'))))   # a folder of their own: campaigns carry it
             seed_everything(1)
             out.append(so.pretraining_trial('Transformer (pre-trained, decoder)', 100, 1))
         assert cached == [0, 1], cached
@@ -198,3 +198,32 @@ def test_a_plateau_the_check_sees_runs_left_makes_the_cells_stops_count_as_still
     assert 'Ablation at 1,000' in ev.note and 'the 3 patience stops' in ev.note
     # a check at another profile says nothing about these rows
     assert so.plateau_check('gpu') is None
+
+
+def test_a_cached_model_is_trained_by_one_process_at_a_time(tmp_path):
+    """While one process trains a cached model (holding its lock) another cannot take the lock: it waits, then reads the
+    model, so every trial of a seed shares one pre-trained model even where training is not deterministic (a GPU)."""
+    from relbook.harness import model_lock, _try_lock
+    path = tmp_path / 'm.pt'
+    with model_lock(path):
+        assert _try_lock(tmp_path / 'm.pt.lock') is None          # a second opener (another worker) would block here
+    f = _try_lock(tmp_path / 'm.pt.lock'); assert f is not None; f.close()
+
+
+def test_train_sorting_takes_the_lock_of_a_cached_model_only(tmp_path, monkeypatch):
+    "train_sorting holds the model's lock while it trains a cached model (and only then); a pre-trained model is cached apart."
+    from relbook.core import using_profile
+    import relbook.harness as H
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
+    held = []
+    real_fit = so.fit
+    def fit_watching(*a, **kw):
+        locks = list(tmp_path.glob('checkpoints/*/*.lock'))
+        held.append(bool(locks) and all(H._try_lock(l) is None for l in locks))   # is the lock taken while it trains?
+        return real_fit(*a, **kw)
+    monkeypatch.setattr(so, 'fit', fit_watching)
+    with using_profile('smoke'):
+        so.train_sorting('Transformer', 100, 0, task='pretrain', cache=True)
+        so.train_sorting('Transformer', 100, 0, cache=False)
+    assert held == [True, False], held
+    assert len(list(tmp_path.glob('checkpoints/sorting_pretrained/*.pt'))) == 1 and not list(tmp_path.glob('checkpoints/sorting_models/*.pt'))
