@@ -6,7 +6,7 @@
 from __future__ import annotations
 import argparse, contextlib, contextvars, datetime, hashlib, importlib, io, json, math
 import os, pkgutil, random, time, warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 import numpy as np
@@ -313,6 +313,15 @@ def _save_ckpt(path, model, opt, gen, state, device):
     blob = {'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), 'rng': _rng_states(device), **state}
     atomic_write(path, lambda tmp: torch.save(blob, tmp))
 
+def _fit_id(model, task, train, cfg) -> str:
+    """What a checkpoint must match to be resumed by a fit: the model's parameter names and shapes, the task, the training
+    tensors' shapes and dtypes and the configuration. Two fits of one trial (pre-training, then fine-tuning) share a
+    checkpoint path, and one must not resume from the other's state."""
+    spec = dict(model=[(k, list(v.shape)) for k, v in model.state_dict().items()], task=type(task).__name__,
+                train=[(list(t.shape), str(t.dtype)) for t in train],
+                cfg={k: v for k, v in asdict(cfg).items() if k not in ('checkpoint_secs', 'eval_batch_size')})   # these change no step
+    return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
 def _check_monitor(model, task, val, cfg) -> None:
     "Fail before training, not after an epoch, when the task reports no `cfg.monitor` (or `cfg.tie_break`) metric."
     probe = task.evaluate(model, subset(val, torch.arange(min(2, n_items(val)), device=val[0].device)), cfg.eval_batch_size)
@@ -442,8 +451,13 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
     st = dict(step=0, best_state=None, best_step=0, best_score=None, best_tie=None, ref=None, bad=0, history=[], stopped_early=False,
               order=None, pos=0, run_sum=0.0, run_n=0, devices=[], graphed=0)
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
-    if ckpt is not None and Path(ckpt).exists():
-        saved = torch.load(ckpt, map_location='cpu', weights_only=False)   # the generator's and RNGs' states must stay CPU tensors; load_state_dict moves the rest
+    st['fit_id'] = fid = _fit_id(model, task, train, cfg)
+    saved = torch.load(ckpt, map_location='cpu', weights_only=False) if ckpt is not None and Path(ckpt).exists() else None   # CPU: generator, RNG states
+    if saved is not None and saved.get('fit_id', fid) != fid:     # another fit's state (a checkpoint from before fit_id: resumed)
+        warnings.warn(f"the checkpoint {ckpt} holds another fit's state (fit {saved['fit_id']}, this one is {fid}): this fit "
+                      f"starts afresh and its own checkpoints replace it")
+        saved = None
+    if saved is not None:
         if 'devices' not in saved: saved['devices'] = ['cuda' if 'cuda' in saved.get('rng', {}) else 'cpu']   # a checkpoint from before devices were kept
         if 'graphed' not in saved: saved['graphed'] = None   # from before replays were counted: how many it replayed is unknown
         model.load_state_dict(saved.pop('model')); opt.load_state_dict(saved.pop('opt')); gen.set_state(saved.pop('gen'))

@@ -1,0 +1,75 @@
+"""A checkpoint is resumed only by the fit that wrote it.
+
+A trial's fits share one checkpoint path (chapter 5's pre-training, then fine-tuning). If a trial is interrupted while
+pre-training and, before it resumes, another worker caches the shared pre-trained model, the resumed trial skips its
+pre-training and its fine-tuning fit finds the pre-training's checkpoint: it must not continue from that state.
+"""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import relbook.harness as H
+
+
+def _data(n):
+    g = torch.Generator().manual_seed(n)
+    return torch.randn(n, 8, generator=g), torch.randint(0, 2, (n,), generator=g)
+
+
+def _net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 2))
+
+
+CFG = H.TrainConfig(lr=3e-3, batch_size=32, max_steps=30)
+
+
+def _interrupted(monkeypatch, ck, n):
+    "A fit on `n` items stopped by its deadline after one step, its state checkpointed at `ck`."
+    monkeypatch.setenv('RELBOOK_DEADLINE', '1')
+    with pytest.raises(H.BudgetExhausted): H.fit(_net(), H.Classification(), _data(n), None, CFG, progress=False, checkpoint=ck)
+    monkeypatch.delenv('RELBOOK_DEADLINE')
+    assert torch.load(ck, weights_only=False)['step'] == 1
+
+
+def test_a_fit_starts_afresh_over_another_fits_checkpoint(monkeypatch, tmp_path):
+    ck = tmp_path / 'trial.pt'
+    _interrupted(monkeypatch, ck, 200)                    # "pre-training" on 200 items
+    clean, reference = _net(), _net()
+    H.fit(reference, H.Classification(), _data(100), None, CFG, progress=False, checkpoint=None)
+    with pytest.warns(UserWarning, match="holds another fit's state"):
+        res = H.fit(clean, H.Classification(), _data(100), None, CFG, progress=False, checkpoint=ck)
+    assert res.steps == 30 and not ck.exists()
+    assert all(torch.equal(a, b) for a, b in zip(clean.parameters(), reference.parameters()))   # as if no checkpoint were there
+
+
+def test_a_fit_resumes_its_own_checkpoint(monkeypatch, tmp_path):
+    ck = tmp_path / 'trial.pt'
+    _interrupted(monkeypatch, ck, 100)
+    resumed, whole = _net(), _net()
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')                    # no warning: its own state
+        res = H.fit(resumed, H.Classification(), _data(100), None, CFG, progress=False, checkpoint=ck)
+    H.fit(whole, H.Classification(), _data(100), None, CFG, progress=False, checkpoint=None)
+    assert res.steps == 30
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(resumed.parameters(), whole.parameters()))
+
+
+def test_an_older_checkpoint_without_an_id_is_still_resumed(monkeypatch, tmp_path):
+    ck = tmp_path / 'trial.pt'
+    _interrupted(monkeypatch, ck, 100)
+    saved = torch.load(ck, weights_only=False); del saved['fit_id']; torch.save(saved, ck)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert H.fit(_net(), H.Classification(), _data(100), None, CFG, progress=False, checkpoint=ck).steps == 30
+
+
+def test_the_id_ignores_what_changes_no_step():
+    from dataclasses import replace
+    net, data = _net(), _data(100)
+    a = H._fit_id(net, H.Classification(), data, CFG)
+    assert a == H._fit_id(net, H.Classification(), data, replace(CFG, checkpoint_secs=5.0, eval_batch_size=7))
+    assert a != H._fit_id(net, H.Classification(), data, replace(CFG, lr=1e-3))
+    assert a != H._fit_id(net, H.Classification(), _data(101), CFG)
