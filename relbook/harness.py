@@ -314,10 +314,10 @@ def _save_ckpt(path, model, opt, gen, state, device):
     atomic_write(path, lambda tmp: torch.save(blob, tmp))
 
 def _fit_id(model, task, train, cfg) -> str:
-    """What a checkpoint must match to be resumed by a fit: the model's parameter names and shapes, the task, the training
-    tensors' shapes and dtypes and the configuration. Two fits of one trial (pre-training, then fine-tuning) share a
-    checkpoint path, and one must not resume from the other's state."""
-    spec = dict(model=[(k, list(v.shape)) for k, v in model.state_dict().items()], task=type(task).__name__,
+    """What a checkpoint must match to be resumed by a fit: the model's parameter names and shapes, the training tensors'
+    shapes and dtypes and the configuration. Two fits of one trial (pre-training, then fine-tuning) share a checkpoint
+    path, and one must not resume from the other's state. Not the task's class: a wrapper of the same loss resumes."""
+    spec = dict(model=[(k, list(v.shape)) for k, v in model.state_dict().items()],
                 train=[(list(t.shape), str(t.dtype)) for t in train],
                 cfg={k: v for k, v in asdict(cfg).items() if k not in ('checkpoint_secs', 'eval_batch_size')})   # these change no step
     return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
