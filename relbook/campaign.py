@@ -932,7 +932,9 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'machine found the first\'s new rows gone), and merged rows travel with the tree so that no trial runs twice; `merge` '
              'restores the checkpoints of interrupted trials under `results/checkpoints/<experiment>-gpu/` (not tracked): name '
              'that folder in the next call\'s `carry` and those trials resume. A run that starts from carried models (chapter 11\'s '
-             'second) names their folder, `results/checkpoints/boxworld_imitation_models`, in the call\'s `carry`.', '',
+             'second) names their folder, `results/checkpoints/boxworld_imitation_models`, in the call\'s `carry`; a run of chapter '
+             '5\'s pre-training study that follows another names `results/checkpoints/sorting_pretrained`, so that every trial of a '
+             'seed starts from the one pre-trained model of that seed.', '',
              'Without a GPU, a run\'s `gpu` trials can run on CPU cores, in as many processes as there are cores '
              '(`relbook run NAME --profile gpu --shard k/n`, from a clean checkout so that the rows name a commit), over as '
              'many sessions as they take: commit the finished rows as they come, and the next session, or a later campaign, '
