@@ -247,7 +247,7 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
     path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name)
     if init is not None: transfer_weights(init, net, transfer)
     # a cached model is trained by one process; the others (a campaign's workers) wait for it and read it, so that every trial
-    # of a seed shares one model even where training is not deterministic (bf16 and atomics on a GPU, graphs' dropout)
+    # of a seed shares one model even where training is not deterministic (a GPU's atomic additions; graphs' dropout masks)
     with model_lock(path) if cache and init is None else contextlib.nullcontext():
         if cache and init is None and path.exists():
             saved = torch.load(path, map_location='cpu', weights_only=False)
