@@ -313,7 +313,7 @@ def _save_ckpt(path, model, opt, gen, state, device):
     blob = {'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), 'rng': _rng_states(device), **state}
     atomic_write(path, lambda tmp: torch.save(blob, tmp))
 
-def _fit_id(model, task, train, cfg) -> str:
+def _fit_id(model, train, cfg) -> str:
     """What a checkpoint must match to be resumed by a fit: the model's parameter names and shapes, the training tensors'
     shapes and dtypes and the configuration. Two fits of one trial (pre-training, then fine-tuning) share a checkpoint
     path, and one must not resume from the other's state. Not the task's class: a wrapper of the same loss resumes."""
@@ -451,7 +451,7 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
     st = dict(step=0, best_state=None, best_step=0, best_score=None, best_tie=None, ref=None, bad=0, history=[], stopped_early=False,
               order=None, pos=0, run_sum=0.0, run_n=0, devices=[], graphed=0)
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
-    st['fit_id'] = fid = _fit_id(model, task, train, cfg)
+    st['fit_id'] = fid = _fit_id(model, train, cfg)
     saved = torch.load(ckpt, map_location='cpu', weights_only=False) if ckpt is not None and Path(ckpt).exists() else None   # CPU: generator, RNG states
     if saved is not None and saved.get('fit_id', fid) != fid:     # another fit's state (a checkpoint from before fit_id: resumed)
         warnings.warn(f"the checkpoint {ckpt} holds another fit's state (fit {saved['fit_id']}, this one is {fid}): this fit "
@@ -604,23 +604,20 @@ def _shard() -> tuple[int, int]:
     if not 0 <= k < n: raise ValueError(f"RELBOOK_SHARD must look like 'k/n' with 0 <= k < n, got {spec!r}")
     return k, n
 
-def _try_lock(path: Path, shared: bool = False):
-    "An open file holding a non-blocking flock on `path` (released when closed or when the process dies), or None."
+def _try_lock(path: Path, shared: bool = False, block: bool = False):
+    """An open file holding a flock on `path` (released when closed or when the process dies), or None when another
+    process holds it; `block`: wait for it instead."""
     path.parent.mkdir(parents=True, exist_ok=True)
     f = open(path, 'a+')
     if fcntl is None: return f                             # no locks on this platform: one worker per store
-    try: fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB); return f
+    try: fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if block else fcntl.LOCK_NB)); return f
     except BlockingIOError: f.close(); return None
 
 @contextlib.contextmanager
 def model_lock(path: str | Path):
     """Hold a blocking, exclusive flock on `<path>.lock` for a block: one process at a time trains (and caches) the model
     kept at `path`, and the others, waiting, then find it cached. Released when the block ends or the process dies."""
-    lock = Path(f'{path}.lock')
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, 'a+') as f:
-        if fcntl is not None: fcntl.flock(f, fcntl.LOCK_EX)
-        yield
+    with _try_lock(Path(f'{path}.lock'), block=True): yield
 
 @contextlib.contextmanager
 def _sweep_worker(lock_dir: Path, shard: int, n_shards: int):

@@ -248,8 +248,9 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
     if init is not None: transfer_weights(init, net, transfer)
     # a cached model is trained by one process; the others (a campaign's workers) wait for it and read it, so that every trial
     # of a seed shares one model even where training is not deterministic (a GPU's atomic additions; graphs' dropout masks)
-    with model_lock(path) if cache and init is None else contextlib.nullcontext():
-        if cache and init is None and path.exists():
+    shared = cache and init is None
+    with model_lock(path) if shared else contextlib.nullcontext():
+        if shared and path.exists():
             saved = torch.load(path, map_location='cpu', weights_only=False)
             net.load_state_dict(saved['model']); return net.to(get_device()), saved['info']
         sp = protocol_splits(seed, task == 'pretrain')
@@ -260,7 +261,7 @@ def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: 
                     val_loss=best.get('val_loss', math.nan), val_acc=best.get('val_acc', math.nan), fit_time_s=res.wall_time_s)
         if not stop:
             info['val_curve'] = [[int(h['step']), round(float(h['val_loss']), 5), round(float(h.get('val_acc', math.nan)), 5)] for h in res.history]
-        if cache and init is None:                       # atomic, and under the lock: one worker trains it
+        if shared:                                       # atomic, and under the lock: one worker trains it
             atomic_write(path, lambda tmp: torch.save({'model': net.state_dict(), 'info': info}, tmp))
     return net, info
 

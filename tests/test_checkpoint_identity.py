@@ -69,7 +69,7 @@ def test_an_older_checkpoint_without_an_id_is_still_resumed(monkeypatch, tmp_pat
 def test_the_id_ignores_what_changes_no_step():
     from dataclasses import replace
     net, data = _net(), _data(100)
-    a = H._fit_id(net, H.Classification(), data, CFG)
-    assert a == H._fit_id(net, H.Classification(), data, replace(CFG, checkpoint_secs=5.0, eval_batch_size=7))
-    assert a != H._fit_id(net, H.Classification(), data, replace(CFG, lr=1e-3))
-    assert a != H._fit_id(net, H.Classification(), _data(101), CFG)
+    a = H._fit_id(net, data, CFG)
+    assert a == H._fit_id(net, data, replace(CFG, checkpoint_secs=5.0, eval_batch_size=7))
+    assert a != H._fit_id(net, data, replace(CFG, lr=1e-3))
+    assert a != H._fit_id(net, _data(101), CFG)

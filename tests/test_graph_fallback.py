@@ -42,7 +42,8 @@ class _Stub:
         return loss.detach()
 
 
-def _fit(monkeypatch, graphs: bool, fail: int = 0):
+def _run(monkeypatch, graphs: bool, fail: int = 0, max_steps: int = 20, checkpoint=None):
+    "One fit of a small model, graphs asked for or not (the stub stands in for the graph): its FitResult, weights, warnings."
     monkeypatch.setenv('RELBOOK_CUDA_GRAPHS', '1' if graphs else '0')
     monkeypatch.setattr(H, 'graph_refusal', lambda task, cfg, device: None)        # the CPU stands in for the GPU
     monkeypatch.setattr(H, '_GraphedStep', _Stub)
@@ -51,9 +52,13 @@ def _fit(monkeypatch, graphs: bool, fail: int = 0):
     net = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 2))
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter('always')
-        H.fit(net, H.Classification(), _data(), None, H.TrainConfig(lr=3e-3, batch_size=64, max_steps=20),
-              progress=False, checkpoint=None)
-    return [p.detach().clone() for p in net.parameters()], [x for x in w if 'CUDA graph' in str(x.message)]
+        res = H.fit(net, H.Classification(), _data(), None, H.TrainConfig(lr=3e-3, batch_size=64, max_steps=max_steps),
+                    progress=False, checkpoint=checkpoint)
+    return res, [p.detach().clone() for p in net.parameters()], [x for x in w if 'CUDA graph' in str(x.message)]
+
+
+def _fit(monkeypatch, graphs: bool, fail: int = 0):
+    return _run(monkeypatch, graphs, fail)[1:]
 
 
 def test_a_failed_capture_is_retried_once(monkeypatch):
@@ -75,20 +80,9 @@ def test_twice_failed_capture_trains_eagerly_and_says_so(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(weights, eager))      # no capture attempt changed the training
 
 
-
-
 def _graph_fit(monkeypatch, fail=0, max_steps=20, checkpoint=None):
     "One fit of the stand-in model with graphs requested (the stub replays the eager step); its FitResult."
-    monkeypatch.setenv('RELBOOK_CUDA_GRAPHS', '1')
-    monkeypatch.setattr(H, 'graph_refusal', lambda task, cfg, device: None)
-    monkeypatch.setattr(H, '_GraphedStep', _Stub)
-    _Stub.made = _Stub.failed = _Stub.replays = 0; _Stub.fail = fail
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 2))
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        return H.fit(net, H.Classification(), _data(), None, H.TrainConfig(lr=3e-3, batch_size=64, max_steps=max_steps),
-                     progress=False, checkpoint=checkpoint)
+    return _run(monkeypatch, True, fail, max_steps, checkpoint)[0]
 
 
 def test_a_fit_counts_the_steps_a_graph_replayed(monkeypatch):
@@ -106,11 +100,8 @@ def test_rows_record_how_many_updates_a_graph_replayed(monkeypatch, tmp_path):
         return {'steps': r.steps}
     df = H.run_sweep('g', [{'seed': 0}], trial, store=H.ResultsStore(tmp_path / 'g.jsonl'), progress=False)
     assert df['graphed_steps'].tolist() == [14] and df['steps'].tolist() == [20]
-    monkeypatch.setenv('RELBOOK_CUDA_GRAPHS', '0')                           # flag off: the field is not written at all
-    monkeypatch.setattr(H, '_GraphedStep', _Stub)
-    df = H.run_sweep('e', [{'seed': 0}], lambda seed: {'steps': H.fit(nn.Linear(8, 2), H.Classification(), _data(), None,
-                     H.TrainConfig(max_steps=3), progress=False, checkpoint=None).steps},
-                     store=H.ResultsStore(tmp_path / 'e.jsonl'), progress=False)
+    df = H.run_sweep('e', [{'seed': 0}], lambda seed: {'steps': _run(monkeypatch, graphs=False)[0].steps},   # flag off:
+                     store=H.ResultsStore(tmp_path / 'e.jsonl'), progress=False)                             # no field at all
     assert 'graphed_steps' not in df.columns
 
 

@@ -217,9 +217,13 @@ def test_train_sorting_takes_the_lock_of_a_cached_model_only(tmp_path, monkeypat
     monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
     held = []
     real_fit = so.fit
+    def taken(lock):
+        "Does another opener hold `lock`? (A lock this probe takes is released at once.)"
+        if (f := H._try_lock(lock)) is None: return True
+        f.close(); return False
     def fit_watching(*a, **kw):
         locks = list(tmp_path.glob('checkpoints/*/*.lock'))
-        held.append(bool(locks) and all(H._try_lock(l) is None for l in locks))   # is the lock taken while it trains?
+        held.append(bool(locks) and all(taken(l) for l in locks))   # is the lock taken while it trains?
         return real_fit(*a, **kw)
     monkeypatch.setattr(so, 'fit', fit_watching)
     with using_profile('smoke'):
