@@ -689,8 +689,9 @@ def _graph_gain_text(rows: Sequence[dict]) -> str:
         f"{g['workers']} worker{'s' * (g['workers'] > 1)}{' under MPS' if g['mps'] else ''}, {g['graphed']:.0f} against "
         f"{g['eager']:.0f} updates per second in all ({g['ratio']:.2f}×; package `{g['package']}`, {g['device']})" for g in gains)
         + '. The commands below use the fastest eager setting, and their minutes are eager estimates: a fit replays its step '
-        'only where `graph_refusal` allows it (a constant learning rate, no clipping, a task whose loss draws nothing on the host), '
-        'so the gain is the object-sorting step\'s, measured, not a prediction for other chapters.')
+        'only where `graph_refusal` allows it (a constant learning rate, a task whose loss draws nothing on the host; clipping is '
+        'captured, since the mathematics fits were made eligible, and not yet measured on a GPU), so the gain is the '
+        'object-sorting step\'s, measured, not a prediction for other chapters.')
 
 def _minutes(s: float) -> str:
     return f'{s / 60:.1f}' if s >= 6 else f'{s / 60:.2f}'

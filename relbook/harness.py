@@ -343,20 +343,26 @@ def _train_step(model, task, batch, opt, sched, amp, cfg, set_to_none: bool = Tr
     the step. Kept alive, its nodes would remember the stream they ran on, and a CUDA graph captured next would make that
     stream wait on the capture (torch 2.11: "operation would make the legacy stream depend on a capturing blocking stream")."""
     loss = _forward_backward(model, task, batch, opt, amp, set_to_none)
-    if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-    opt.step(); sched.step()
+    _update(model, opt, cfg); sched.step()
     return loss.detach()
+
+def _update(model, opt, cfg) -> None:
+    """The optimiser update from the gradients in place: the norm clipped to `cfg.grad_clip` (if set), then the step. The
+    eager step and a CUDA graph's capture both run this, so a replay clips as an eager step does; the clipping factor is
+    computed on the device (no host read), so it is captured with the rest."""
+    if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step()
 
 GRAPH_TASKS = (Classification, Regression, Seq2Seq, LanguageModeling)   # losses that draw nothing on the host
 
 def graph_refusal(task: Task, cfg: TrainConfig, device: torch.device) -> str | None:
     """Why `fit` will not replay this fit's training step as a CUDA graph, or None if it will (with `$RELBOOK_CUDA_GRAPHS`).
     A graph replays the kernels it captured: host work in the step (a task drawing on the CPU, as chapter 14's augmentation
-    does), a learning rate that changes, or a clipping step is not replayed, so those fits train eagerly."""
+    does) or a learning rate that changes would not be replayed, so those fits train eagerly. Gradient clipping is replayed
+    (`_update`: the clipping factor is computed on the device)."""
     if device.type != 'cuda': return 'not on a GPU'
     if type(task) not in GRAPH_TASKS: return f"the task {type(task).__name__} is not one of {[t.__name__ for t in GRAPH_TASKS]}"
     if cfg.schedule != 'constant' or cfg.warmup_steps: return 'the learning rate changes during training'
-    if cfg.grad_clip: return 'gradient clipping'
     return None
 
 class _GraphedStep:
@@ -372,12 +378,13 @@ class _GraphedStep:
             for _ in range(2):
                 opt.zero_grad(set_to_none=True)
                 with amp: task.loss(model, self.inputs).backward()
+                if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)   # its kernels' first use, gradients only
         torch.cuda.current_stream(device).wait_stream(side)
         opt.zero_grad(set_to_none=True)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, stream=side):
             with amp: loss = task.loss(model, self.inputs)
-            loss.backward(); opt.step()
+            loss.backward(); _update(model, opt, cfg)
         self.loss = loss.detach()                         # the replayed loss; no autograd node of the capture outlives it
 
     def fits(self, batch) -> bool:

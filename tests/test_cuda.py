@@ -142,22 +142,28 @@ def _graph_fit(monkeypatch, graphs, net, task, train, val, cfg):
     return res, time.perf_counter() - t0
 
 
+@pytest.mark.parametrize('clip', [None, 0.01])
 @pytest.mark.parametrize('precision', ['fp32', 'auto'])
-def test_cuda_graph_step_computes_the_eager_step(monkeypatch, precision):
+def test_cuda_graph_step_computes_the_eager_step(monkeypatch, precision, clip):
     """Without dropout a replayed step runs the eager step's kernels: the same weights after 60 steps, also across the
-    eager steps an epoch's last, smaller batch takes (1,000 items in batches of 128)."""
-    def run(graphs):
+    eager steps an epoch's last, smaller batch takes (1,000 items in batches of 128); with gradient clipping too (captured
+    with the step), at a norm that clips every step: the clipped weights are not the unclipped ones."""
+    def run(graphs, clip):
         torch.manual_seed(0)
         net = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 2))
-        _graph_fit(monkeypatch, graphs, net, Classification(), _data(1000, 0), None,
-                   TrainConfig(lr=3e-3, batch_size=128, max_steps=60, precision=precision))
+        res, _ = _graph_fit(monkeypatch, graphs, net, Classification(), _data(1000, 0), None,
+                            TrainConfig(lr=3e-3, batch_size=128, max_steps=60, precision=precision, grad_clip=clip))
+        assert res.graphed_steps == (60 - 1 - 60 // 8 if graphs else 0), res.graphed_steps
         return [p.detach().float().cpu() for p in net.parameters()]
-    eager, graphed = run(False), run(True)
+    eager, graphed = run(False, clip), run(True, clip)
     # the same kernels should give the same weights; the tolerance leaves room for a kernel choice that differs under
     # capture, and is still far below one Adam step (about lr = 3e-3 per weight), so a lost or doubled update fails
     tol = 1e-5 if precision == 'fp32' else 5e-4
     gap = max((a - b).abs().max().item() for a, b in zip(eager, graphed))
     assert gap <= tol, f"graphed weights differ from eager ones by {gap:.2e} (> {tol:.0e})"
+    if clip:                                             # the clip acted: a graph that dropped it would not match
+        free = run(False, None)
+        assert max((a - b).abs().max().item() for a, b in zip(eager, free)) > 100 * tol
 
 
 def test_cuda_graph_trains_the_sorting_model_as_eager_does(monkeypatch):

@@ -31,14 +31,14 @@ class _Stub:
             _Stub.failed += 1
             raise torch.AcceleratorError('CUDA error: operation would make the legacy stream depend on a capturing blocking stream')
         _Stub.made += 1
-        self.model, self.task, self.opt, self.shape = model, task, opt, [t.shape for t in batch]
+        self.model, self.task, self.opt, self.cfg, self.shape = model, task, opt, cfg, [t.shape for t in batch]
 
     def fits(self, batch): return [t.shape for t in batch] == self.shape
 
     def __call__(self, batch):
         _Stub.replays += 1
         loss = H._forward_backward(self.model, self.task, batch, self.opt, contextlib.nullcontext(), set_to_none=False)
-        self.opt.step()
+        H._update(self.model, self.opt, self.cfg)           # what the captured step runs after the backward pass
         return loss.detach()
 
 
