@@ -31,16 +31,18 @@ __all__ = ['SYMMETRY_MARGIN', 'RCA_MARGIN', 'MATH_DAT_MODELS', 'TABLE2', 'VISION
 
 # %% ../nbs/14_dat_experiments.ipynb #c003b
 from .evidence import claim, conditions
-from .mathbench import curve_budget, MATH_CONVERGENCE
+from .mathbench import curve_budget, early_learning, MATH_CONVERGENCE
 
 SYMMETRY_MARGIN = 0.01   # Table 3's "no significant difference", read as within ±1 point of test accuracy
 RCA_MARGIN = 0.02        # Fig. 12's "no better than a Transformer", read as within ±0.02 nats/token of validation loss
 
-def model_vs(metric: str, a: str, b: str, mode: str = 'max', at: dict | None = None, **compare_kw):
-    "evaluate(df): model a against model b on `metric`, per seed the mean over the other axes, paired by seed."
+def model_vs(metric: str, a: str, b: str, mode: str = 'max', at: dict | None = None, note=None, **compare_kw):
+    "evaluate(df): model a against model b on `metric`, per seed the mean over the other axes, paired by seed; `note(df)` beside it."
     def evaluate(df: pd.DataFrame):
-        return conditions(curve_budget(df, mode), metric, {'model': a}, {'model': b}, at=at, labels=(a, b),
-                          convergence_keys=MATH_CONVERGENCE, **compare_kw)
+        ev = conditions(curve_budget(df, mode), metric, {'model': a}, {'model': b}, at=at, labels=(a, b),
+                        convergence_keys=MATH_CONVERGENCE, **compare_kw)
+        if note is not None and ev.comparison is not None: ev.note = '; '.join(s for s in (ev.note, note(df)) if s)
+        return ev
     return evaluate
 
 _MATH_SEC, _VISION_SEC, _LM_SEC = ('Mathematical problem solving (§4.2, Table 2)', 'Vision (§4.3, Table 1)',
@@ -52,12 +54,12 @@ claim(id='dat-math-vs-transformer', where='§4.2, Fig. 3, Table 2', section=_MAT
       claim='DAT is more accurate than a Transformer of the same width on every mathematics task (2 layers).',
       paper_value='2 layers: linear_1d 66.5 vs 62.5 %, sequence_next_term 91.6 vs 91.1 % (5 seeds)', metric=_MATH_METRIC,
       comparison='DAT − Transformer (d = 128), 2 layers, paired by seed, mean over modules',
-      evaluate=model_vs('acc', 'DAT', 'Transformer', at={'n_layers': 2}), **_DAT)
+      evaluate=model_vs('acc', 'DAT', 'Transformer', at={'n_layers': 2}, note=early_learning), **_DAT)
 claim(id='dat-math-vs-transformer-plus', where='§4.2, Table 2', section=_MATH_SEC, experiments=('dat_math',),
       claim='DAT is more accurate than a wider Transformer with more parameters (d = 144) at 2, 3 and 4 layers.',
       paper_value='e.g. 4 layers: linear_1d 73.1 vs 53.2 %, polynomials__expand 91.4 vs 89.2 % (5 seeds)', metric=_MATH_METRIC,
       comparison='DAT − Transformer+ (d = 144), paired by seed, mean over modules and depths',
-      evaluate=model_vs('acc', 'DAT', 'Transformer+'), **_DAT)
+      evaluate=model_vs('acc', 'DAT', 'Transformer+', note=early_learning), **_DAT)
 # §4.3, Tables 1 and 3: ViDAT against ViT (digits here; CIFAR with $RELBOOK_CIFAR), and symmetric against asymmetric relations
 claim(id='dat-vision-digits', where='§4.3, Table 1', section=_VISION_SEC, experiments=('dat_vision',),
       claim='ViDAT classifies images more accurately than a ViT trained the same way (here 8×8 digits stand in for CIFAR).',
