@@ -41,7 +41,7 @@ def model_vs(metric: str, a: str, b: str, mode: str = 'max', at: dict | None = N
     def evaluate(df: pd.DataFrame):
         ev = conditions(curve_budget(df, mode), metric, {'model': a}, {'model': b}, at=at, labels=(a, b),
                         convergence_keys=MATH_CONVERGENCE, **compare_kw)
-        if note is not None and ev.comparison is not None: ev.note = '; '.join(s for s in (ev.note, note(df)) if s)
+        if note is not None and ev.comparison is not None: ev.add_note(note(df))
         return ev
     return evaluate
 

@@ -222,6 +222,10 @@ class Evidence:
     convergence_keys: tuple | bool | None = None   # (best, budget) fields if named unusually; False: nothing was trained
     patience_converges: bool | str = True  # False: a run stopped by patience counts as still improving; a str: a row's field decides (`convergence`)
 
+    def add_note(self, text: str) -> None:
+        "Append `text` (if any) to the note, after what is there, '; '-separated."
+        self.note = '; '.join(s for s in (self.note, text) if s)
+
 def conditions(df: pd.DataFrame, metric: str, a: dict, b: dict | float, *, at: dict | None = None,
                labels: tuple[str, str] | None = None, agg: str = 'mean', seed: str = 'seed', digits: int = 3,
                convergence_keys: tuple | bool | None = None, **compare_kw) -> Evidence:

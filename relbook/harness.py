@@ -346,12 +346,14 @@ def _train_step(model, task, batch, opt, sched, amp, cfg, set_to_none: bool = Tr
     _update(model, opt, cfg); sched.step()
     return loss.detach()
 
-def _update(model, opt, cfg) -> None:
-    """The optimiser update from the gradients in place: the norm clipped to `cfg.grad_clip` (if set), then the step. The
-    eager step and a CUDA graph's capture both run this, so a replay clips as an eager step does; the clipping factor is
-    computed on the device (no host read), so it is captured with the rest."""
+def _clip(model, cfg) -> None:
+    "The gradients' norm clipped to `cfg.grad_clip`, if set; the factor is computed on the device (no host read)."
     if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-    opt.step()
+
+def _update(model, opt, cfg) -> None:
+    """The optimiser update from the gradients in place: clipped (`_clip`), then the step. The eager step and a CUDA graph's
+    capture both run this, so a replay clips as an eager step does."""
+    _clip(model, cfg); opt.step()
 
 GRAPH_TASKS = (Classification, Regression, Seq2Seq, LanguageModeling)   # losses that draw nothing on the host
 
@@ -378,7 +380,7 @@ class _GraphedStep:
             for _ in range(2):
                 opt.zero_grad(set_to_none=True)
                 with amp: task.loss(model, self.inputs).backward()
-                if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)   # its kernels' first use, gradients only
+                _clip(model, cfg)                         # its kernels' first use; it touches only the gradients
         torch.cuda.current_stream(device).wait_stream(side)
         opt.zero_grad(set_to_none=True)
         self.graph = torch.cuda.CUDAGraph()

@@ -97,7 +97,7 @@ def model_vs(metric: str, a: str, b: str, note: Callable[[pd.DataFrame], str] | 
     def evaluate(df: pd.DataFrame):
         at = {'module': [m for m in modules if m in set(df['module'])] or list(modules)} if modules is not None else None
         ev = conditions(curve_budget(df), metric, {'model': a}, {'model': b}, at=at, labels=(a, b), convergence_keys=MATH_CONVERGENCE)
-        if note is not None and ev.comparison is not None: ev.note = '; '.join(s for s in (ev.note, note(df)) if s)
+        if note is not None and ev.comparison is not None: ev.add_note(note(df))
         return ev
     return evaluate
 
