@@ -252,6 +252,14 @@ class FitResult:
 # %% ../nbs/91_harness.ipynb #c015
 _trial_checkpoint: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_checkpoint', default=None)
 _trial_fits: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_fits', default=None)   # FitResults of the running trial
+# The running trial's clock, [its start (perf_counter) in this process, seconds it ran in earlier processes]: its checkpoints
+# carry the wall time so far, so that a trial cut off by a campaign's budget and resumed elsewhere reports all of it
+_trial_clock: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_clock', default=None)
+
+def _trial_elapsed() -> dict:
+    "The running trial's wall time so far, its earlier processes' included, for its checkpoint ({} outside a trial)."
+    c = _trial_clock.get()
+    return {} if c is None else {'trial_elapsed_s': c[1] + time.perf_counter() - c[0]}
 # Cost probes (relbook.campaign.estimate): a sweep hands over its trials instead of running them; a fit hands its
 # prepared model, data and optimiser to a measuring function instead of training
 _sweep_probe: contextvars.ContextVar = contextvars.ContextVar('relbook_sweep_probe', default=None)
@@ -462,6 +470,9 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     st['fit_id'] = fid = _fit_id(model, train, cfg)
     saved = torch.load(ckpt, map_location='cpu', weights_only=False) if ckpt is not None and Path(ckpt).exists() else None   # CPU: generator, RNG states
+    prior = saved.pop('trial_elapsed_s', None) if saved is not None else None
+    if prior is not None and (clock := _trial_clock.get()) is not None:
+        clock[1] = float(prior)       # the trial's time in earlier processes: spent on it even if this fit starts afresh
     if saved is not None and saved.get('fit_id', fid) != fid:     # another fit's state (a checkpoint from before fit_id: resumed)
         warnings.warn(f"the checkpoint {ckpt} holds another fit's state (fit {saved['fit_id']}, this one is {fid}): this fit "
                       f"starts afresh and its own checkpoints replace it")
@@ -479,7 +490,7 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
     elif last != here: st['devices'].append(here)             # resumed on another device: both
     t0, last_save, on_dev, graph = time.perf_counter(), time.perf_counter(), None, None   # on_dev: this epoch's order on the device
     run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
-    save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict()}, device)
+    save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict(), **_trial_elapsed()}, device)
     bar = tqdm(total=max_steps, initial=st['step'], desc='fit', leave=False, disable=not _progress_enabled(progress))
     while st['step'] < max_steps and not st['stopped_early']:
         if st['order'] is None: st['order'], st['pos'], on_dev = torch.randperm(n, generator=gen), 0, None   # a new epoch
@@ -699,15 +710,19 @@ def _wall_times(store: ResultsStore, name: str) -> list[float]:
     return [r['wall_time_s'] for r in store.rows() if r.get('experiment') == name and isinstance(r.get('wall_time_s'), (int, float))]
 
 def _run_trial(name: str, p: dict, run_trial: Callable[..., dict], store: ResultsStore, ck: Path) -> float:
-    "Run one trial with its checkpoint path and a record of its fits; append its row with provenance; return its wall time."
+    """Run one trial with its checkpoint path and a record of its fits; append its row with provenance; return its wall time:
+    that of every process that worked on it (`wall_time_prior_s`, in the row when it was resumed: the earlier processes' share,
+    up to their last checkpoint)."""
     seed_everything(int(p.get('seed', 0)))
-    token, fits, t0 = _trial_checkpoint.set(ck), _trial_fits.set([]), time.perf_counter()
+    clock = [time.perf_counter(), 0.0]
+    token, fits, tclock = _trial_checkpoint.set(ck), _trial_fits.set([]), _trial_clock.set(clock)
     try: metrics = run_trial(**p); trained = _trial_fits.get()
-    finally: _trial_checkpoint.reset(token); _trial_fits.reset(fits)
+    finally: _trial_checkpoint.reset(token); _trial_fits.reset(fits); _trial_clock.reset(tclock)
     if not isinstance(metrics, dict): raise ValueError(f"run_trial must return a dict of metrics, got {type(metrics).__name__}")
-    wall = round(time.perf_counter() - t0, 3)
+    wall = round(clock[1] + time.perf_counter() - clock[0], 3)
+    prior = {'wall_time_prior_s': round(clock[1], 3)} if clock[1] else {}
     store.add(p, metrics, **{k: v for k, v in _convergence_fields(trained).items() if k not in metrics},
-              experiment=name, wall_time_s=wall,
+              experiment=name, wall_time_s=wall, **prior,
               finished_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), **provenance())
     ck.unlink(missing_ok=True)
     return wall
