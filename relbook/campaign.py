@@ -17,10 +17,10 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
 __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'MPS_DIR',
            'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
            'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN',
-           'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'plan', 'pack', 'pack_carried',
-           'merge', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate',
-           'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame',
-           'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
+           'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'plan_order', 'plan_terms', 'plan',
+           'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials',
+           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting',
+           'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -53,23 +53,46 @@ def prepare(names: Sequence[str] | None = None, profile: str = 'gpu', workers: i
     return done
 
 # %% ../nbs/97_campaign.ipynb #c010
-_RANK = {'not run': 0, 'insufficient data': 1, 'inconclusive': 2}
+_RANK = {'not run': 0, 'insufficient data': 1, 'inconclusive': 2}   # then 3: provisional; 4: settled
 
-def plan(names: Sequence[str] | None = None, profile: str = 'gpu') -> list[str]:
-    "The order a campaign runs experiments in: the given names, else those whose claims are least settled first."
+def plan_order(rank: dict[str, int], n_open: dict[str, int], minutes: dict[str, float]) -> list[str]:
+    """Experiments by their least settled claim's rank (`_RANK`), then by estimated GPU minutes per open claim, cheapest
+    first (an experiment without an estimate after those with one), then by name: on short GPU loans, the run that can
+    settle the most claims per minute goes first among equally unsettled ones."""
+    per_claim = lambda e: minutes[e] / max(n_open.get(e, 0), 1) if e in minutes else math.inf
+    return sorted(rank, key=lambda e: (rank[e], per_claim(e), e))
+
+def plan_terms(profile: str = 'gpu') -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
+    """What `plan` orders by, per experiment with a claim not shown from a larger profile: its least settled claim's rank,
+    its open (not settled) claims, and (at `gpu`) the estimated GPU trial-minutes of its trials not yet stored. A `gpu`
+    sweep whose trials are all stored is left out: it has nothing to run."""
+    from relbook.evidence import judge_all, sweep_coverage, PROFILE_ORDER
     exps = load_all_experiments()
-    if names:
-        unknown = [n for n in names if n not in exps]
-        if unknown: raise ValueError(f"unknown experiments {unknown}; known: {sorted(exps)}")
-        return list(dict.fromkeys(names))
-    from relbook.evidence import judge_all, PROFILE_ORDER
-    rank: dict[str, int] = {}
+    rank: dict[str, int] = {}; n_open: dict[str, int] = {}
     for j in judge_all():
         if j.profile is not None and PROFILE_ORDER.index(j.profile) < PROFILE_ORDER.index(profile): continue   # shown from a larger profile
         r = _RANK.get(j.verdict, 3 if j.provisional else 4)
-        for e in j.claim.experiments: rank[e] = min(rank.get(e, 5), r)
-    with_claims = sorted(rank, key=lambda e: (rank[e], e))
-    return [e for e in with_claims if e in exps]
+        for e in j.claim.experiments:
+            rank[e] = min(rank.get(e, 5), r); n_open[e] = n_open.get(e, 0) + (r < 4)
+    rank, minutes = {e: r for e, r in rank.items() if e in exps}, {}
+    if profile != 'gpu': return rank, n_open, minutes
+    gp = load_gpu_plan() or {'experiments': {}}
+    for e in list(rank):
+        cov = sweep_coverage(e, profile)
+        if cov and cov[0] >= cov[1]: del rank[e]; continue          # all stored: nothing to run
+        if 'expected_min' in gp['experiments'].get(e, {}):
+            minutes[e] = gp['experiments'][e]['expected_min'] * (1 - cov[0] / cov[1] if cov else 1)
+    return rank, n_open, minutes
+
+def plan(names: Sequence[str] | None = None, profile: str = 'gpu') -> list[str]:
+    """The order a campaign runs experiments in: the given names; else by `plan_terms` in `plan_order` (least settled
+    claims first, then the fewest estimated GPU minutes per open claim)."""
+    if names:
+        exps = load_all_experiments()
+        unknown = [n for n in names if n not in exps]
+        if unknown: raise ValueError(f"unknown experiments {unknown}; known: {sorted(exps)}")
+        return list(dict.fromkeys(names))
+    return plan_order(*plan_terms(profile))
 
 # %% ../nbs/97_campaign.ipynb #c012
 def _stores(profile: str) -> dict[str, ResultsStore]:
@@ -867,7 +890,15 @@ def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] 
     spare = [n for n in gp['experiments'] if not any(n in names for names in (*GPU_RUNS.values(), *CPU_DECIDED.values()))]
     if spare: lines += ['', 'Estimated but in no run (no claim rests on them alone): ' + ', '.join(f'`{n}`' for n in spare) + '.']
     if skipped: lines += ['', 'Not estimated: ' + '; '.join(skipped) + '.']
-    missing = [n for n in plan(None, gp['profile']) if n not in gp['experiments']]
+    rank, n_open, minutes = plan_terms(gp['profile'])
+    order = plan_order(rank, n_open, minutes)
+    state = {**{r: v for v, r in _RANK.items()}, 3: 'provisional', 4: 'settled'}
+    each = lambda n: (f"`{n}` ({state[rank[n]]}; {n_open.get(n, 0)} open claim{'' if n_open.get(n, 0) == 1 else 's'}"
+                      + (f", {minutes[n] / max(n_open.get(n, 0), 1):.1f} trial-min each)" if n in minutes else ', not estimated)'))
+    if order: lines += ['', f"Without names, `relbook campaign --profile {gp['profile']}` runs these now, in this order (least settled "
+                            'claim first, then the fewest estimated GPU trial-minutes of the trials not yet stored per open claim; '
+                            '[](97_campaign.ipynb)): ' + ', '.join(map(each, order)) + '.']
+    missing = [n for n in order if n not in gp['experiments']]
     if missing: lines += ['', f"Not yet estimated (a campaign would run them; `relbook estimate NAME` probes them): "
                               + ', '.join(f'`{n}`' for n in missing) + '.']
     return lines
@@ -906,18 +937,20 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '```', '',
              'Through this project\'s device tool (10 minutes a command, 15 minutes of device time a session; tested on an H100 on '
              '2026-11-26) no venv is built: the machine\'s python3 has torch and every requirement of `settings.ini` but `gymnasium` '
-             'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. Download their '
-             'wheels at home into a folder `.git/info/exclude` ignores (`.whl/`: `gymnasium`, `farama-notifications`, '
-             '`mathematics-dataset`, as the tool\'s README shows), commit (the copy that travels has no `.git`, so the rows take '
-             'their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`. Send the longest command '
+             'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. '
+             '`bash scripts/device_kit.sh` downloads their wheels at home into the git-ignored `.whl/` (`NB=1`: also nbdev and a '
+             'Jupyter kernel, into `.whl/nb/`, for the notebooks at smoke); commit (the copy that travels has no `.git`, so the '
+             'rows take their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`. '
+             '`scripts/device_run.sh` is that command: it installs the wheels, runs `tests/test_cuda.py` and turns CUDA graphs on '
+             'only if it passes, and gives the campaign what is left of the command\'s limit less 40 s, its archives in `$OUT` '
+             '(`tests/test_device_scripts.py` runs it on the CPU at smoke). Send the longest command '
              'first: the machine goes back some 30 s after a call ends, and a fresh one costs its start in device time, which '
              'has varied from about 35 s to about 4 minutes (on 2026-11-27 one second call waited about 4 minutes and had 56 s '
              'left to run; in a later session two fresh machines started in about 35 s and 65 s, and two calls, of 528 s and '
              '176 s, fitted in the 15 minutes). After a call, `status` says whether another can start:', '',
              '```bash',
-             'python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD',
-             'export RELBOOK_GIT_SHA=<commit> OMP_NUM_THREADS=1',
-             f'python3 -m relbook campaign --profile gpu --budget 515s {setting} --device cuda NAMES --out $OUT/campaign.tar.gz',
+             'RELBOOK_GIT_SHA=<commit> LIMIT=600 bash scripts/device_run.sh [NAMES]   # LIMIT: the call\'s timeout_s; '
+             'no NAMES: the campaign\'s order (below)',
              '```', '',
              *_throughput_lines(tp),
              '`RELBOOK_CUDA_GRAPHS=1` makes `fit` replay its training step as a CUDA graph (see the harness chapter); run '

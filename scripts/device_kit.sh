@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# At home, before a borrowed GPU machine (nbs/98_gpu.md): download the wheels the machine's python3 lacks into .whl/
+# (git-ignored; a device call names it in `carry`). The machine (Python 3.12, torch, pandas, pytest, absl-py, cloudpickle,
+# no package index) lacks what `relbook` imports when it loads the experiments: gymnasium and mathematics-dataset.
+#   bash scripts/device_kit.sh        the campaign's wheels (about 0.6 MB)
+#   NB=1 bash scripts/device_kit.sh   also .whl/nb/: nbdev and a Jupyter kernel, for `make nbtest-cuda`-like runs (about 19 MB)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+plat=(--only-binary=:all: --python-version "${DEVICE_PYTHON:-3.12}" --implementation cp --platform manylinux_2_28_x86_64
+      --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+mkdir -p .whl
+# the versions this project's venv is tested with (settings.ini pins nothing finer; see ../shared/NOTES.md)
+"$PY" -m pip download -q --no-deps "${plat[@]}" -d .whl gymnasium==1.4.0 farama-notifications==0.0.6 mathematics-dataset==1.0.1
+if [ "${NB:-0}" = 1 ]; then
+  mkdir -p .whl/nb
+  "$PY" -m pip download -q "${plat[@]}" -d .whl/nb nbdev==2.4.14 fastcore==1.14.5 execnb==0.1.18 ghapi==2.0.3 ipykernel
+  # what the machine's image already holds (KINDS.md of the device tool) stays the machine's: a carried copy of another
+  # version would shadow it for torch and pandas too (python-dateutil 4 under pandas, say)
+  for w in .whl/nb/*.whl; do
+    name=$(basename "$w" | cut -d- -f1 | tr '[:upper:]_' '[:lower:]-')
+    case " anyio certifi h11 httpcore httpx idna packaging psutil pygments python-dateutil pyyaml setuptools six typing-extensions wheel " in
+      *" $name "*) rm "$w";;
+    esac
+  done
+fi
+ls .whl .whl/nb 2>/dev/null | sed 's/^/  /'
+du -sh .whl

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One command on a borrowed GPU machine (the device tool; nbs/98_gpu.md), from the repository root that the tool copies
+# there: install the carried wheels, check graphed training on this GPU, run a campaign in what is left of the command's
+# time limit, and leave its archives in $OUT. Every call: carry [".whl"] (and any checkpoint folders a run resumes from).
+#   RELBOOK_GIT_SHA=$(git rev-parse --short HEAD) LIMIT=600 bash scripts/device_run.sh [EXPERIMENT ...]
+# No names: the campaign's own order (least settled claims first, then the cheapest per open claim). Settings, by variable:
+# LIMIT the command's timeout_s (600); WORKERS (14, under MPS); PROFILE (gpu); DEVICE (cuda); GRAPHS auto|0|1 (auto: on only
+# if tests/test_cuda.py passes here); PYTHON (python3); OUT (the tool's $OUT).
+set -uo pipefail
+start=$(date +%s)
+cd "$(dirname "$0")/.."
+LIMIT=${LIMIT:-600}; WORKERS=${WORKERS:-14}; PROFILE=${PROFILE:-gpu}; DEVICE=${DEVICE:-cuda}; GRAPHS=${GRAPHS:-auto}
+PY=${PYTHON:-python3}; OUT=${OUT:?set OUT: the folder whose files come back}
+: "${RELBOOK_GIT_SHA:?set RELBOOK_GIT_SHA to the commit of this tree (the copy that travels has no .git)}"
+export RELBOOK_GIT_SHA OMP_NUM_THREADS=1 RELBOOK_PROGRESS=0
+mkdir -p "$OUT"
+if compgen -G '.whl/*.whl' > /dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+if [ "$DEVICE" = cuda ]; then nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader; fi
+if [ "$GRAPHS" = auto ]; then
+  GRAPHS=0
+  if [ "$DEVICE" = cuda ]; then   # graphed against eager training, clipping included: CUDA graphs only where they agree here
+    if timeout 180 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py > "$OUT/test_cuda.log" 2>&1; then GRAPHS=1; fi
+    tail -n 3 "$OUT/test_cuda.log"
+  fi
+fi
+[ "$GRAPHS" = 1 ] && export RELBOOK_CUDA_GRAPHS=1
+mps=(); [ "$DEVICE" = cuda ] && [ "$WORKERS" -gt 1 ] && mps=(--mps)
+left=$(( LIMIT - ($(date +%s) - start) - 40 ))   # 40 s for the campaign's exit and the tool's transfer back
+echo "device_run: ${left}s for the campaign; CUDA graphs: $GRAPHS; workers: $WORKERS ${mps[*]}"
+[ "$left" -gt 60 ] || { echo "device_run: under a minute left, no campaign"; exit 1; }
+"$PY" -m relbook campaign --profile "$PROFILE" --budget "${left}s" --workers "$WORKERS" "${mps[@]}" --device "$DEVICE" \
+  --out "$OUT/campaign.tar.gz" "$@"
+rc=$?
+ls -la "$OUT"
+exit $rc

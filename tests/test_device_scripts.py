@@ -1,0 +1,49 @@
+"""The GPU-loan scripts (scripts/device_kit.sh at home, scripts/device_run.sh on the machine), run here on the CPU at smoke."""
+import json, os, subprocess, sys, tarfile
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / 'scripts' / 'device_run.sh'
+
+
+def _run(tmp_path, *names, **env):
+    e = {**os.environ, 'PYTHON': sys.executable, 'PROFILE': 'smoke', 'DEVICE': 'cpu', 'WORKERS': '1', 'LIMIT': '240',
+         'OUT': str(tmp_path / 'out'), 'RELBOOK_GIT_SHA': 'abc1234', 'RELBOOK_RESULTS': str(tmp_path / 'results'), **env}
+    e = {k: v for k, v in e.items() if v is not None}
+    return subprocess.run(['bash', str(RUN), *names], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=300)
+
+
+def test_device_run_campaign_archive(tmp_path):
+    "One command's work on the CPU: a campaign of a named experiment whose archive holds its rows, naming the given commit."
+    p = _run(tmp_path, 'order_fit')
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert 'CUDA graphs: 0' in p.stdout                      # graphs only after tests/test_cuda.py passes on a GPU
+    archive = tmp_path / 'out' / 'campaign.tar.gz'
+    with tarfile.open(archive) as tar:
+        manifest = json.load(tar.extractfile('manifest.json'))
+        rows = [json.loads(l) for l in tar.extractfile('rows/order_fit-smoke.jsonl').read().decode().splitlines()]
+    assert manifest['finished'] == ['order_fit'] and manifest['commit'] == 'abc1234', manifest
+    assert rows and all(r['git_sha'] == 'abc1234' and r['profile'] == 'smoke' for r in rows)
+
+
+@pytest.mark.parametrize('unset, message', [('OUT', 'set OUT'), ('RELBOOK_GIT_SHA', 'set RELBOOK_GIT_SHA')])
+def test_device_run_refuses_without_out_or_commit(tmp_path, unset, message):
+    p = _run(tmp_path, 'order_fit', **{unset: None})
+    assert p.returncode != 0 and message in p.stderr, p.stderr
+    assert not (tmp_path / 'out' / 'campaign.tar.gz').exists()
+
+
+def test_device_run_leaves_no_campaign_without_time(tmp_path):
+    "A limit that leaves under a minute after set-up starts no campaign and says so."
+    p = _run(tmp_path, 'order_fit', LIMIT='60')
+    assert p.returncode == 1 and 'under a minute left' in p.stdout, p.stdout
+    assert not (tmp_path / 'out' / 'campaign.tar.gz').exists()
+
+
+def test_device_kit_pins_what_the_venv_runs():
+    "The kit's wheels are the versions this project is tested with (the venv's), or the GPU machine runs other code."
+    from importlib.metadata import version
+    kit = (ROOT / 'scripts' / 'device_kit.sh').read_text()
+    for name in ('gymnasium', 'farama-notifications', 'mathematics-dataset'):
+        assert f'{name}=={version(name)}' in kit, (name, version(name))
