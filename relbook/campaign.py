@@ -71,6 +71,7 @@ def plan_terms(profile: str = 'gpu') -> tuple[dict[str, int], dict[str, int], di
     rank: dict[str, int] = {}; n_open: dict[str, int] = {}
     for j in judge_all():
         if j.profile is not None and PROFILE_ORDER.index(j.profile) < PROFILE_ORDER.index(profile): continue   # shown from a larger profile
+        if j.claim.profiles and profile not in j.claim.profiles: continue   # rows at this profile cannot judge it
         r = _RANK.get(j.verdict, 3 if j.provisional else 4)
         for e in j.claim.experiments:
             rank[e] = min(rank.get(e, 5), r); n_open[e] = n_open.get(e, 0) + (r < 4)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
-from .core import repo_root, check_choice
+from .core import repo_root, check_choice, PROFILES
 from .harness import store_for
 
 # %% auto #0
@@ -268,6 +268,8 @@ class Claim:
     evaluate: Callable[[pd.DataFrame], Evidence] = field(repr=False)   # rows at one profile -> Evidence
     paper_value: str = ''            # the paper's own number, where it gives one
     section: str = ''                # the chapter's section heading that reports it (for the link)
+    profiles: tuple[str, ...] = ()   # the only profiles whose rows can judge it, e.g. ('full',) for a claim about the paper's
+                                     # set-up that smaller budgets cannot reach (empty: any); a campaign at another skips it
 
     def __post_init__(self):
         if not re.fullmatch(r'[a-z0-9][a-z0-9.\-]*', self.id):
@@ -276,6 +278,8 @@ class Claim:
         if isinstance(self.experiments, str): self.experiments = (self.experiments,)
         if not self.experiments: raise ValueError(f"claim {self.id!r}: experiments must name at least one results store")
         if not callable(self.evaluate): raise ValueError(f"claim {self.id!r}: evaluate must be callable")
+        if isinstance(self.profiles, str): self.profiles = (self.profiles,)
+        for p in self.profiles: check_choice(p, f'claim {self.id!r}: profiles', PROFILES)
 
 CLAIMS: dict[str, Claim] = {}
 
@@ -340,6 +344,7 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
     it judges what is stored there and marks an incomplete sweep `partial`."""
     profiles, pending = (profile,) if profile else PROFILE_ORDER[:-1], []
     for p in profiles:
+        if c.profiles and p not in c.profiles: continue              # rows at this profile cannot judge the claim
         frames = [store_for(e, p).frame() for e in c.experiments]   # flat rows; empty if it never ran
         if all(f.empty for f in frames): continue
         if (gap := _incomplete(c, p)) and not profile:
@@ -359,7 +364,8 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
         return Judgement(c, p, ev, cmp_.verdict, decided and still > 0, still, unknown, len(rows), cmp_.n,
                          ', '.join(sorted(set(dev))), ', '.join(sorted(set(sha))), int(sha.str.endswith('+dirty').sum()),
                          '; '.join(pending + ([gap] if gap else [])), bool(gap))
-    return Judgement(c, None, None, 'not run', False, 0, 0, 0, 0, '', '', 0, '; '.join(pending))
+    only = [f"only `{'`, `'.join(c.profiles)}` rows can judge it"] if c.profiles else []
+    return Judgement(c, None, None, 'not run', False, 0, 0, 0, 0, '', '', 0, '; '.join(pending + only))
 
 # %% ../nbs/96_evidence.ipynb #c027
 def _slug(title: str) -> str:

@@ -186,7 +186,7 @@ claim(id='simplicial-rl-passes-plateau', where='§5 (training curves, 4-block co
       paper_value='"a clear advantage of the simplicial agent" (mean of 4 runs each); neither of 2 four-block relational runs exceeded 0.85 after 5.5×10⁹ steps',
       metric='win rate on fresh evaluation episodes, runs at the paper\'s set-up (profile full) only',
       comparison='simplicial − the better relational agent (2 or 4 blocks), per seed',
-      evaluate=_rl_plateau, section='Experiment 2: reinforcement learning on bridge BoxWorld (§5)')
+      evaluate=_rl_plateau, section='Experiment 2: reinforcement learning on bridge BoxWorld (§5)', profiles=('full',))
 _IM = dict(experiments=('boxworld_imitation',), section='Experiment 3: imitation from the planner',
            metric='closed-loop win rate (greedy actions, the 120-step limit) on held-out puzzles of the 8 types with bridge source b ≥ 2, mean over those types, after the last DAgger round')
 claim(id='simplicial-imitation-bridge', where='§5; App. "The plateau" (per-type win rates); our imitation test', **_KW, **_IM,
