@@ -6,6 +6,8 @@
 # No names: the campaign's own order (least settled claims first, then the cheapest per open claim). Settings, by variable:
 # LIMIT the command's timeout_s (600); WORKERS (14, under MPS); PROFILE (gpu); DEVICE (cuda); GRAPHS auto|0|1 (auto: on only
 # if tests/test_cuda.py passes here); PYTHON (python3); OUT (the tool's $OUT).
+# NBTEST=1 instead runs the notebooks at smoke on the device (`make nbtest-cuda` without a venv; the wheels of
+# `NB=1 bash scripts/device_kit.sh`), NB_PATH of them (default every one), NB_WORKERS at a time (8), then tests/test_cuda.py.
 set -uo pipefail
 start=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -14,9 +16,21 @@ PY=${PYTHON:-python3}; OUT=${OUT:?set OUT: the folder whose files come back}
 : "${RELBOOK_GIT_SHA:?set RELBOOK_GIT_SHA to the commit of this tree (the copy that travels has no .git)}"
 export RELBOOK_GIT_SHA OMP_NUM_THREADS=1 RELBOOK_PROGRESS=0
 mkdir -p "$OUT"
-if compgen -G '.whl/*.whl' > /dev/null; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+wheels=(); compgen -G '.whl/*.whl' > /dev/null && wheels=(.whl/*.whl)
+[ "${NBTEST:-0}" = 1 ] && compgen -G '.whl/nb/*.whl' > /dev/null && wheels+=(.whl/nb/*.whl)
+if [ ${#wheels[@]} -gt 0 ]; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${wheels[@]}" || exit 1
   export PYTHONPATH=/tmp/site:$PWD
+fi
+if [ "${NBTEST:-0}" = 1 ]; then   # every notebook at smoke on the device: a chapter that mixes devices fails here first
+  left=$(( LIMIT - ($(date +%s) - start) - 30 ))
+  # keyword arguments: nbdev_test is a fastcore script that, called from `python -c`, ignores sys.argv (it ran every notebook)
+  NB_PATH=${NB_PATH:-} NB_WORKERS=${NB_WORKERS:-8} RELBOOK_DEVICE=$DEVICE RELBOOK_PROFILE=smoke timeout "$left" "$PY" -c '
+import os; from nbdev.test import nbdev_test
+nbdev_test(path=os.environ["NB_PATH"] or None, n_workers=int(os.environ["NB_WORKERS"]), timing=True)' 2>&1 | tee "$OUT/nbtest.log" | grep -v '^USDT'
+  rc=${PIPESTATUS[0]}
+  if [ "$DEVICE" = cuda ]; then "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tail -n 5; fi
+  exit $rc
 fi
 if [ "$DEVICE" = cuda ]; then nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader; fi
 if [ "$GRAPHS" = auto ]; then

@@ -47,3 +47,20 @@ def test_device_kit_pins_what_the_venv_runs():
     kit = (ROOT / 'scripts' / 'device_kit.sh').read_text()
     for name in ('gymnasium', 'farama-notifications', 'mathematics-dataset'):
         assert f'{name}=={version(name)}' in kit, (name, version(name))
+
+
+def _notebook(path, source):
+    nb = {'cells': [{'cell_type': 'code', 'execution_count': None, 'id': 'a', 'metadata': {}, 'outputs': [], 'source': source}],
+          'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5}
+    path.write_text(json.dumps(nb)); return path
+
+
+@pytest.mark.parametrize('source, ok', [('assert 1 + 1 == 2', True), ('assert False, "planted"', False)])
+def test_device_run_nbtest_mode(tmp_path, source, ok):
+    "NBTEST=1: the notebooks at smoke on the device (here one planted notebook on the CPU), its exit status the tests'."
+    nb = _notebook(tmp_path / 'planted.ipynb', source)
+    p = _run(tmp_path, NBTEST='1', NB_PATH=str(nb), NB_WORKERS='1')
+    assert (p.returncode == 0) == ok, p.stdout[-2000:] + p.stderr[-2000:]
+    log = (tmp_path / 'out' / 'nbtest.log').read_text()
+    assert 'planted.ipynb' in log and ('Success.' in log) == ok and ('AssertionError: planted' in log) != ok, log[-2000:]
+    assert not (tmp_path / 'out' / 'campaign.tar.gz').exists()          # a notebook run starts no campaign
