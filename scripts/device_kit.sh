@@ -24,5 +24,6 @@ if [ "${NB:-0}" = 1 ]; then
     esac
   done
 fi
-ls .whl .whl/nb 2>/dev/null | sed 's/^/  /'
+ls .whl | sed 's/^/  /'
+if [ -d .whl/nb ]; then echo "  nb/: $(ls .whl/nb | wc -l) wheels"; fi
 du -sh .whl
