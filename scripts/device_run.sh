@@ -5,7 +5,7 @@
 #   RELBOOK_GIT_SHA=$(git rev-parse --short HEAD) LIMIT=600 bash scripts/device_run.sh [EXPERIMENT ...]
 # No names: the campaign's own order (least settled claims first, then the cheapest per open claim). Settings, by variable:
 # LIMIT the command's timeout_s (600); WORKERS (14, under MPS); PROFILE (gpu); DEVICE (cuda); GRAPHS auto|0|1 (auto: on only
-# if tests/test_cuda.py passes here); PYTHON (python3); OUT (the tool's $OUT).
+# if tests/test_cuda.py passes here); PYTHON (python3); OUT (the tool's $OUT); WHEELS (.whl: the carried wheels' folder).
 # NBTEST=1 instead runs the notebooks at smoke on the device (`make nbtest-cuda` without a venv; the wheels of
 # `NB=1 bash scripts/device_kit.sh`), NB_PATH of them (default every one), NB_WORKERS at a time (8), then tests/test_cuda.py.
 set -uo pipefail
@@ -16,8 +16,9 @@ PY=${PYTHON:-python3}; OUT=${OUT:?set OUT: the folder whose files come back}
 : "${RELBOOK_GIT_SHA:?set RELBOOK_GIT_SHA to the commit of this tree (the copy that travels has no .git)}"
 export RELBOOK_GIT_SHA OMP_NUM_THREADS=1 RELBOOK_PROGRESS=0
 mkdir -p "$OUT"
-wheels=(); compgen -G '.whl/*.whl' > /dev/null && wheels=(.whl/*.whl)
-[ "${NBTEST:-0}" = 1 ] && compgen -G '.whl/nb/*.whl' > /dev/null && wheels+=(.whl/nb/*.whl)
+W=${WHEELS:-.whl}
+wheels=(); compgen -G "$W/*.whl" > /dev/null && wheels=("$W"/*.whl)
+[ "${NBTEST:-0}" = 1 ] && compgen -G "$W/nb/*.whl" > /dev/null && wheels+=("$W"/nb/*.whl)
 if [ ${#wheels[@]} -gt 0 ]; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${wheels[@]}" || exit 1
   export PYTHONPATH=/tmp/site:$PWD

@@ -9,7 +9,8 @@ RUN = ROOT / 'scripts' / 'device_run.sh'
 
 def _run(tmp_path, *names, **env):
     e = {**os.environ, 'PYTHON': sys.executable, 'PROFILE': 'smoke', 'DEVICE': 'cpu', 'WORKERS': '1', 'LIMIT': '240',
-         'OUT': str(tmp_path / 'out'), 'RELBOOK_GIT_SHA': 'abc1234', 'RELBOOK_RESULTS': str(tmp_path / 'results'), **env}
+         'OUT': str(tmp_path / 'out'), 'RELBOOK_GIT_SHA': 'abc1234', 'RELBOOK_RESULTS': str(tmp_path / 'results'),
+         'WHEELS': str(tmp_path / 'no-wheels'), **env}     # not a developer's .whl/ (GPU-machine wheels, Python 3.12)
     e = {k: v for k, v in e.items() if v is not None}
     return subprocess.run(['bash', str(RUN), *names], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=300)
 
