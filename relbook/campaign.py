@@ -17,10 +17,11 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
 __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'MPS_DIR',
            'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
            'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN',
-           'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'plan_order', 'plan_terms', 'plan',
-           'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials',
-           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting',
-           'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
+           'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'minutes_per_claim', 'plan_order',
+           'plan_terms', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon', 'throughput', 'intercept',
+           'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput',
+           'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan',
+           'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -55,12 +56,15 @@ def prepare(names: Sequence[str] | None = None, profile: str = 'gpu', workers: i
 # %% ../nbs/97_campaign.ipynb #c010
 _RANK = {'not run': 0, 'insufficient data': 1, 'inconclusive': 2}   # then 3: provisional; 4: settled
 
+def minutes_per_claim(e: str, n_open: dict[str, int], minutes: dict[str, float]) -> float:
+    "Experiment `e`'s estimated GPU minutes per open claim (no open claim counts as one); inf without an estimate."
+    return minutes[e] / max(n_open.get(e, 0), 1) if e in minutes else math.inf
+
 def plan_order(rank: dict[str, int], n_open: dict[str, int], minutes: dict[str, float]) -> list[str]:
-    """Experiments by their least settled claim's rank (`_RANK`), then by estimated GPU minutes per open claim, cheapest
-    first (an experiment without an estimate after those with one), then by name: on short GPU loans, the run that can
-    settle the most claims per minute goes first among equally unsettled ones."""
-    per_claim = lambda e: minutes[e] / max(n_open.get(e, 0), 1) if e in minutes else math.inf
-    return sorted(rank, key=lambda e: (rank[e], per_claim(e), e))
+    """Experiments by their least settled claim's rank (`_RANK`), then by `minutes_per_claim`, cheapest first (an
+    experiment without an estimate after those with one), then by name: on short GPU loans, the run that can settle the
+    most claims per minute goes first among equally unsettled ones."""
+    return sorted(rank, key=lambda e: (rank[e], minutes_per_claim(e, n_open, minutes), e))
 
 def plan_terms(profile: str = 'gpu') -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
     """What `plan` orders by, per experiment with a claim not shown from a larger profile: its least settled claim's rank,
@@ -895,7 +899,7 @@ def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] 
     order = plan_order(rank, n_open, minutes)
     state = {**{r: v for v, r in _RANK.items()}, 3: 'provisional', 4: 'settled'}
     each = lambda n: (f"`{n}` ({state[rank[n]]}; {n_open.get(n, 0)} open claim{'' if n_open.get(n, 0) == 1 else 's'}"
-                      + (f", {minutes[n] / max(n_open.get(n, 0), 1):.1f} trial-min each)" if n in minutes else ', not estimated)'))
+                      + (f", {minutes_per_claim(n, n_open, minutes):.1f} trial-min each)" if n in minutes else ', not estimated)'))
     if order: lines += ['', f"Without names, `relbook campaign --profile {gp['profile']}` runs these now, in this order (least settled "
                             'claim first, then the fewest estimated GPU trial-minutes of the trials not yet stored per open claim; '
                             '[](97_campaign.ipynb)): ' + ', '.join(map(each, order)) + '.']
