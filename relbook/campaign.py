@@ -4,7 +4,7 @@
 
 # %% ../nbs/97_campaign.ipynb #c002
 from __future__ import annotations
-import hashlib, heapq, io, json, math, os, re, subprocess, sys, tarfile, time, warnings, zlib
+import contextlib, hashlib, heapq, io, json, math, os, re, signal, subprocess, sys, tarfile, threading, time, warnings, zlib
 import pandas as pd
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +18,10 @@ __all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_L
            'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
            'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN',
            'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'minutes_per_claim', 'plan_order',
-           'plan_terms', 'plan', 'pack', 'pack_carried', 'merge', 'campaign', 'mps_daemon', 'throughput', 'intercept',
-           'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput',
-           'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan',
-           'render_runbook']
+           'plan_terms', 'plan', 'pack', 'pack_carried', 'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput',
+           'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate',
+           'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
+           'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -300,23 +300,63 @@ def merge(archive: str | Path, results: str | Path | None = None) -> dict:
     return out
 
 # %% ../nbs/97_campaign.ipynb #c016
+def _hard_deadline(started: float, total: float, reserve: float) -> tuple[float, float]:
+    """When a campaign stops work that ran past its deadline (`started + total - reserve`), and how long a stopped worker gets
+    to exit before it is killed: half the packing reserve after the deadline, a quarter of it. What checks the deadline
+    (`fit`, `run_sweep`, the actor-critic learner) stops itself by then; the hard stop is for what does not, so that the rows
+    already stored are packed before the command's limit: on an H100 on 2026-11-27, RL trials that did not check the
+    deadline ran a campaign past its budget, the command was killed at its limit, and 450 finished trials' rows were lost."""
+    return started + total - reserve / 2, reserve / 4
+
+def _wait_or_stop(procs: Sequence[subprocess.Popen], until: float, grace: float) -> tuple[list[int], list[int]]:
+    "Each worker's exit code, and which workers were still running at `until` and so were stopped (SIGTERM, SIGKILL after `grace` s)."
+    late = []
+    for i, p in enumerate(procs):
+        try: p.wait(timeout=max(0.0, until - time.time()))
+        except subprocess.TimeoutExpired: late.append(i)
+    for i in late: procs[i].terminate()
+    end = time.time() + grace
+    for i in late:
+        try: procs[i].wait(timeout=max(0.0, end - time.time()))
+        except subprocess.TimeoutExpired: procs[i].kill(); procs[i].wait()
+    return [p.returncode for p in procs], late
+
+class HardStop(BudgetExhausted):
+    "Raised in a one-process campaign at its hard deadline, inside work that did not stop at its deadline by itself."
+
+@contextlib.contextmanager
+def _alarm(at: float):
+    "Raise `HardStop` in this (main) thread at time `at`; elsewhere (no SIGALRM, another thread) do nothing."
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, 'setitimer'): yield; return
+    def ring(*_): raise HardStop("the hard deadline passed: work that does not check the budget was stopped")
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(at - time.time(), 1e-3))
+    try: yield
+    finally: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+
 def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: str | float = '24m',
              out: str | Path = 'campaign.tar.gz', workers: int = 1, device: str | None = None,
              reserve: float | None = None, mps: bool = False) -> dict:
     """Run experiments in priority order within a wall-clock budget; stop cleanly; pack the new rows into one archive.
-    `mps`: run the workers under CUDA's Multi-Process Service (`mps_daemon`; workers > 1 only)."""
+    `mps`: run the workers under CUDA's Multi-Process Service (`mps_daemon`; workers > 1 only). Work still running at the hard
+    deadline (`_hard_deadline`: it did not stop at its deadline) is stopped, its workers killed, and the manifest says so
+    (`hard_stopped`): the rows already stored are packed all the same."""
     check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
     total = parse_budget(budget); started = time.time()
     reserve = min(total / 4, max(20.0, 0.05 * total)) if reserve is None else reserve   # time kept for packing
     order = plan(names, profile)
     if device: os.environ['RELBOOK_DEVICE'] = str(get_device(device))
     since = _store_sizes(profile)
-    finished, stopped, failed, mps_on = [], None, {}, False
+    finished, stopped, failed, mps_on, hard_stopped = [], None, {}, False, []
+    hard, grace = _hard_deadline(started, total, reserve)
     if workers == 1:
-        with time_budget(total - reserve):
+        with time_budget(total - reserve), _alarm(hard):
             for n in order:
                 try: run_experiment(n, profile); finished.append(n)
-                except BudgetExhausted as e: stopped = str(e) if str(e).startswith(n) else f'{n}: {e}'; break
+                except BudgetExhausted as e:
+                    stopped = str(e) if str(e).startswith(n) else f'{n}: {e}'
+                    if isinstance(e, HardStop): hard_stopped = [0]
+                    break
     else:   # several processes share each store; per-trial locks split the trials between them
         env = {**os.environ, 'RELBOOK_DEADLINE': str(started + total - reserve), 'RELBOOK_PROGRESS': '0'}
         cmd = [sys.executable, '-c', 'import sys; from relbook.campaign import _worker; sys.exit(_worker(sys.argv[1:]))',
@@ -324,12 +364,14 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
         with mps_daemon(mps) as mps_on:                   # the workers start inside: they are MPS clients if it runs
             env.update({k: v for k, v in os.environ.items() if k.startswith('CUDA_MPS_')})
             procs = [subprocess.Popen(cmd, env=env) for _ in range(workers)]
-            codes = [p.wait() for p in procs]
-        failed = {i: c for i, c in enumerate(codes) if c not in (0, 3)}
-        stopped = 'budget' if 3 in codes else None
+            codes, hard_stopped = _wait_or_stop(procs, hard, grace)
+        failed = {i: c for i, c in enumerate(codes) if c not in (0, 3) and i not in hard_stopped}
+        stopped = 'budget' if 3 in codes or hard_stopped else None
+        if hard_stopped: warnings.warn(f"campaign: workers {hard_stopped} were still running {reserve / 2:.0f} s after the deadline "
+                                       "(work that does not check it) and were stopped; their trials resume from their last checkpoints")
         if not failed and not stopped: finished = list(order)
     manifest = dict(profile=profile, order=order, finished=finished, stopped=stopped, workers=workers, mps=mps_on,
-                    budget_s=total, wall_s=round(time.time() - started, 1), failed_workers=failed,
+                    budget_s=total, wall_s=round(time.time() - started, 1), failed_workers=failed, hard_stopped=hard_stopped,
                     commit=loaded_code()['git_sha'], **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
     manifest.update(carried=[], checkpoints=[])
     t_pack = time.time()
@@ -943,13 +985,18 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'Through this project\'s device tool (10 minutes a command, 15 minutes of device time a session; tested on an H100 on '
              '2026-11-26) no venv is built: the machine\'s python3 has torch and every requirement of `settings.ini` but `gymnasium` '
              'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. '
-             '`bash scripts/device_kit.sh` downloads their wheels at home into the git-ignored `.whl/` (`NB=1`: also nbdev and a '
-             'Jupyter kernel, into `.whl/nb/`, for the notebooks at smoke); commit (the copy that travels has no `.git`, so the '
+             '`bash scripts/device_kit.sh` downloads their wheels at home into the git-ignored `.whl/` (`NB=1`: also nbdev, a '
+             'Jupyter kernel and myst-nb\'s `glue`, into `.whl/nb/`, for the notebooks at smoke); commit (the copy that travels has no `.git`, so the '
              'rows take their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`. '
              '`scripts/device_run.sh` is that command: it installs the wheels, runs `tests/test_cuda.py` and turns CUDA graphs on '
              'only if it passes, and gives the campaign what is left of the command\'s limit less 40 s, its archives in `$OUT`; '
-             'with `NBTEST=1` it runs the notebooks at smoke on the GPU instead (`make nbtest-cuda` without a venv; never run on a '
-             'GPU yet), then `tests/test_cuda.py` (`tests/test_device_scripts.py` runs both modes on the CPU at smoke). '
+             'with `NBTEST=1` it runs the notebooks at smoke on the GPU instead (`make nbtest-cuda` without a venv), then '
+             '`tests/test_cuda.py` (`tests/test_device_scripts.py` runs both modes on the CPU at smoke). Its one run so far (an '
+             'H100, 2026-11-27, package `8207461`, 150 s for the notebooks, 12 workers) found two faults, both mended since: every '
+             'chapter stopped at `from myst_nb import glue` (the kit carried no myst-nb), and the harness chapter\'s cell 33 at a '
+             'device mismatch (`Task.evaluate` of a GPU model on data made on the CPU: it now moves each batch to the model, '
+             '`eval_batches`); the chapters past their first glue have not yet run on a GPU, and the run did not say whether the '
+             'notebooks that did not fail finished in the 150 s. `tests/test_cuda.py` passed there (12 tests, 34 s). '
              'Send the longest command '
              'first: the machine goes back some 30 s after a call ends, and a fresh one costs its start in device time, which '
              'has varied from about 35 s to about 4 minutes (on 2026-11-27 one second call waited about 4 minutes and had 56 s '
@@ -967,6 +1014,12 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'their updates a graph replayed (0 where every fit trained eagerly).' + _graph_gain_text(tp), '',
              'Give the campaign a budget some 30 s under the command\'s limit, less what runs before it: it keeps 5 % for packing, '
              'packs the rows first, then the models, and a command killed at its limit sends back only what was whole. '
+             'Work still running half that reserve after the deadline is stopped and its workers killed (`hard_stopped` in the '
+             'manifest), so that the rows already stored are packed: on 2026-11-27 (H100, package `8207461`, 14 workers under MPS, '
+             'CUDA graphs on) a 508 s campaign claimed all 450 `relational_games` trials and moved on to `boxworld_rl_bridge`, whose '
+             'trials retrained their imitation agents and then ran the actor-critic learner, which did not check the deadline; '
+             'the campaign ran past its budget, the command was killed at its 600 s limit and nothing came back, the rows of the '
+             '`relational_games` trials that had finished included. The learner now checks the deadline and checkpoints, and the hard stop catches whatever else does not. '
              'What the tool sends back is what lies under `$OUT` (at most 8 files, 64 MiB in all). Merge each archive at home '
              'before the next call: every call copies the working tree over the machine\'s, tracked result stores included, so '
              'rows a command wrote and did not send back are overwritten there (on 2026-11-26 a second call on the same warm '

@@ -22,11 +22,12 @@ from .core import (PROFILES, get_profile, using_profile, seed_everything, get_de
                           cuda_graphs_on, to_device, _is_ids, device_name)
 
 # %% auto #0
-__all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'Task', 'Classification',
-           'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer', 'autocast_for',
-           'make_scheduler', 'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline', 'stored_only',
-           'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for', 'fit', 'trial_key', 'ResultsStore', 'grid',
-           'store_for', 'model_lock', 'run_sweep', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
+__all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'eval_batches', 'Task',
+           'Classification', 'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer',
+           'autocast_for', 'make_scheduler', 'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline',
+           'stored_only', 'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for', 'fit', 'trial_key',
+           'ResultsStore', 'grid', 'store_for', 'model_lock', 'run_sweep', 'experiment', 'load_all_experiments',
+           'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -72,6 +73,13 @@ def split_sizes(n: int, fractions: dict[str, float], generator: torch.Generator 
     return out
 
 # %% ../nbs/91_harness.ipynb #c008
+def eval_batches(model: nn.Module, data: Sequence[torch.Tensor], batch_size: int) -> Iterator[tuple[torch.Tensor, ...]]:
+    """`data`'s mini-batches in order, each on `model`'s device: data a user made on the CPU evaluates a model on the GPU
+    (moved a batch at a time, so a large set need not fit beside the model); already there, the batches are `data`'s own."""
+    p = next(iter(model.parameters()), None)
+    for b in batches(data, batch_size):
+        yield b if p is None or all(t.device == p.device for t in b) else tuple(t.to(p.device) for t in b)
+
 class Task:
     "A training objective: `loss(model, batch)` and `evaluate(model, data) -> dict` (always with 'loss')."
     def loss(self, model: nn.Module, batch: tuple) -> torch.Tensor: raise NotImplementedError
@@ -85,7 +93,7 @@ class Task:
         was_training = model.training; model.eval()
         sums, counts = {}, {}
         try:
-            for b in batches(data, batch_size):
+            for b in eval_batches(model, data, batch_size):
                 ms, n = self.batch_metrics(model, b)
                 for k, v in ms.items():
                     c = n[k] if isinstance(n, dict) else n
@@ -122,7 +130,7 @@ class Regression(Task):
     def evaluate(self, model, data, batch_size=1024):
         out = super().evaluate(model, data, batch_size)
         was_training = model.training; model.eval()
-        try: out['max_err'] = max(float((model(*b[:-1]) - b[-1]).abs().max()) for b in batches(data, batch_size))
+        try: out['max_err'] = max(float((model(*b[:-1]) - b[-1]).abs().max()) for b in eval_batches(model, data, batch_size))
         finally: model.train(was_training)
         return out
 

@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 from .core import get_device, atomic_write, check_shape, check_positive
-from .harness import _trial_checkpoint, _progress_enabled, _fit_probe
+from .harness import _trial_checkpoint, _progress_enabled, _fit_probe, deadline, BudgetExhausted
 from .relations import mlp
 
 # %% auto #0
@@ -489,6 +489,7 @@ def train_actor_critic(net: nn.Module,                       # obs (B, ...) -> (
     ckpt = _trial_checkpoint.get() if checkpoint == 'auto' else checkpoint
     if ckpt is not None and Path(ckpt).exists(): _load(ckpt, run, net, opt, venv)
     t0 = t_row = t_save = time.perf_counter(); wall0, n_here, f_row = run.wall, 0, run.frames
+    dl = deadline()                                          # a campaign's budget: stop, checkpoint, resume later
     bar = tqdm(total=cfg.total_frames, initial=min(run.frames, cfg.total_frames), unit='frame', unit_scale=True,
                desc='actor-critic', leave=False, disable=not _progress_enabled(progress))
     while run.frames < cfg.total_frames and (max_updates is None or n_here < max_updates):
@@ -499,6 +500,11 @@ def train_actor_critic(net: nn.Module,                       # obs (B, ...) -> (
             t_row, f_row = time.perf_counter(), run.frames; bar.set_postfix(win=f"{row['win_rate']:.2f}", ret=f"{row['mean_return']:.2f}")
         if ckpt is not None and time.perf_counter() - t_save >= cfg.checkpoint_secs:
             _save(ckpt, run, net, opt, venv, wall0 + time.perf_counter() - t0); t_save = time.perf_counter()
+        if dl is not None and time.time() >= dl and run.frames < cfg.total_frames:
+            if ckpt is not None: _save(ckpt, run, net, opt, venv, wall0 + time.perf_counter() - t0)
+            bar.close()
+            raise BudgetExhausted(f"time budget spent at frame {run.frames:,} of {cfg.total_frames:,}"
+                                  + (f"; resumes from {ckpt}" if ckpt else ''))
     bar.close()
     finished, wall = run.frames >= cfg.total_frames, wall0 + time.perf_counter() - t0
     if ckpt is not None:

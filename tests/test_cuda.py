@@ -189,3 +189,12 @@ def test_cuda_graph_trains_the_sorting_model_as_eager_does(monkeypatch):
     # 1,000 sequences in batches of 128: each epoch's last batch (104) and step 0 train eagerly, the rest replay the graph
     assert eager.graphed_steps == 0 and graphed.graphed_steps == 400 - 1 - 400 // 8, graphed.graphed_steps
 
+
+
+def test_evaluate_a_cuda_model_on_cpu_data():
+    "Data made on the CPU evaluates a model on the GPU (chapter 91's cell 33 failed so on an H100 on 2026-11-27), as on the CPU."
+    torch.manual_seed(0)
+    net, data = nn.Linear(16, 2), _data(1000, 3)
+    ref = Classification().evaluate(net, data, batch_size=256)
+    got = Classification().evaluate(net.cuda(), data, batch_size=256)
+    assert got.keys() == ref.keys() and all(abs(got[k] - ref[k]) < 1e-4 for k in ref), (got, ref)

@@ -41,3 +41,20 @@ counts one device."""
     del saved['rng']['cuda']; torch.save(saved, ck)         # an older checkpoint written on a CPU, resumed on one: one device
     again = H.fit(net(), H.Classification(), _data(), None, cfg, progress=False, checkpoint=ck)
     assert again.devices == [here] and 'fit_devices' not in H._convergence_fields([again])
+
+
+def test_evaluate_moves_the_data_to_the_models_device():
+    """`Task.evaluate` of a model on one device with data made on another (CPU data, a GPU model: chapter 91's cell failed so on
+    an H100) moves each batch to the model; the metrics are the same-device ones. The `meta` device stands in for the GPU here."""
+    x, y = _data()
+    torch.manual_seed(0); net = nn.Linear(8, 2)
+    seen = []
+    net.register_forward_pre_hook(lambda m, inp: seen.append(inp[0].device))
+    ref = H.Classification().evaluate(net, (x, y), batch_size=64)
+    assert set(seen) == {torch.device('cpu')} and len(seen) == 4
+    batches = list(H.eval_batches(nn.Linear(8, 2, device='meta'), (x, y), 64))
+    assert [tuple(t.device.type for t in b) for b in batches] == [('meta', 'meta')] * 4
+    assert [len(b[0]) for b in batches] == [64, 64, 64, 8]
+    assert all(torch.equal(b[0], x[64 * i:64 * (i + 1)]) for i, b in enumerate(H.eval_batches(net, (x, y), 64)))
+    assert H.Regression().evaluate(nn.Linear(8, 1), (x, torch.zeros(200, 1)))['max_err'] >= 0
+    assert len(list(H.eval_batches(nn.Identity(), (x, y), 100))) == 2                   # no parameters: left where they are

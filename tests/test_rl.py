@@ -191,6 +191,21 @@ def test_max_updates_budget_then_finish(tmp_path):
     assert torch.equal(_params(net2), _params(net))
 
 
+def test_time_budget_stops_checkpoints_and_resumes(tmp_path):
+    "A campaign's deadline stops the learner between updates with a checkpoint (RL trials overran one on the GPU), and the resumed run is the uninterrupted one."
+    from relbook.harness import BudgetExhausted, time_budget
+    straight, net = _train()
+    ck = tmp_path / 'rl.pt'
+    with time_budget(1e-6), pytest.raises(BudgetExhausted, match=r'time budget spent at frame 80 of 2,000; resumes from'):
+        _train(ck)                                   # the deadline has passed by the first update's end: one update, then stop
+    assert ck.exists()
+    rest, net2 = _train(ck)
+    assert rest.finished and not ck.exists() and (rest.frames, rest.updates) == (straight.frames, straight.updates)
+    assert torch.equal(_params(net2), _params(net))
+    with time_budget(1e-6), pytest.raises(BudgetExhausted, match=r'at frame 80 of 2,000$'):
+        _train(None)                                 # without a checkpoint it still stops, and says nothing of resuming
+
+
 def test_resume_refuses_another_config(tmp_path):
     ck = tmp_path / 'rl.pt'
     _train(ck, max_updates=2)

@@ -355,3 +355,56 @@ def test_merge_gives_up_what_a_torn_archive_holds(tmp_path):
     with pytest.raises(ValueError, match='no manifest'): merge(torn(bare), tmp_path / 'home3')
     junk = tmp_path / 'junk.tar.gz'; junk.write_bytes(b'not an archive')
     with pytest.raises(ValueError, match='not a readable campaign'): merge(junk, tmp_path / 'home4')
+
+
+_STUBBORN = '''
+import time
+from relbook.harness import experiment, grid, run_sweep
+
+def _trial(seed):
+    if seed > 0: time.sleep(40)        # work that never checks the deadline (as the RL learner did on 2026-11-27)
+    return {'x': seed}
+
+@experiment('stubborn_demo')
+def _stubborn():
+    return run_sweep('stubborn_demo', grid(seed=[0, 1, 2, 3]), _trial)
+'''
+
+
+def test_a_campaign_stops_work_that_ignores_its_deadline_and_packs_what_finished(tmp_path, monkeypatch):
+    """Workers still running at the hard deadline (half the packing reserve after the deadline) are killed, the campaign
+    returns within its budget, and the rows already stored are in the archive: on an H100 a campaign whose RL trials did not
+    check the deadline was killed at the command's limit with nothing packed. The workers load the experiment from a
+    `sitecustomize` module (a test experiment, registered in every process; here too, where the campaign plans)."""
+    from relbook.campaign import campaign, merge
+    from relbook.harness import EXPERIMENTS
+    (tmp_path / 'site').mkdir(); (tmp_path / 'site' / 'sitecustomize.py').write_text(_STUBBORN)
+    monkeypatch.setenv('PYTHONPATH', os.pathsep.join([str(tmp_path / 'site'), os.environ.get('PYTHONPATH', '')]))
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu'))
+    exec(compile(_STUBBORN, 'stubborn', 'exec'), {})
+    t0 = time.time()
+    try:
+        with pytest.warns(UserWarning, match=r'workers \[0, 1\] were still running'):
+            m = campaign(['stubborn_demo'], 'smoke', budget=24, reserve=6, out=tmp_path / 'a.tar.gz', workers=2)
+    finally: EXPERIMENTS.pop('stubborn_demo', None)
+    wall = time.time() - t0
+    assert wall < 24, f"the campaign overran its budget: {wall:.1f} s"
+    assert m['hard_stopped'] == [0, 1] and m['stopped'] == 'budget' and m['failed_workers'] == {} and m['finished'] == []
+    assert m['rows'] == {'stubborn_demo-smoke.jsonl': 1}
+    r = merge(tmp_path / 'a.tar.gz', tmp_path / 'home')
+    assert r['added'] == {'stubborn_demo-smoke.jsonl': 1}
+    assert [x['params'] for x in ResultsStore(tmp_path / 'home' / 'stubborn_demo-smoke.jsonl').rows()] == [{'seed': 0}]
+
+
+def test_a_one_process_campaign_stops_work_that_ignores_its_deadline(tmp_path, monkeypatch):
+    "One process: an alarm raises `HardStop` inside the stubborn trial at the hard deadline; the finished row is packed."
+    from relbook.campaign import campaign
+    from relbook.harness import EXPERIMENTS
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu'))
+    exec(compile(_STUBBORN, 'stubborn', 'exec'), {})
+    try:
+        t0 = time.time()
+        m = campaign(['stubborn_demo'], 'smoke', budget=4, reserve=2, out=tmp_path / 'a.tar.gz', workers=1)
+        assert time.time() - t0 < 4 and m['hard_stopped'] == [0] and m['finished'] == [], m
+        assert 'the hard deadline passed' in m['stopped'] and m['rows'] == {'stubborn_demo-smoke.jsonl': 1}
+    finally: EXPERIMENTS.pop('stubborn_demo', None)
