@@ -14,8 +14,8 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'MPS_DIR',
-           'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
+__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'INTERIM_S',
+           'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
            'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN',
            'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'minutes_per_claim', 'plan_order',
            'plan_terms', 'plan', 'pack', 'pack_carried', 'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput',
@@ -126,14 +126,16 @@ def _write_archive(path: Path, manifest: dict, members: Callable[[tarfile.TarFil
     os.replace(part, path)
 
 def pack(out: str | Path, profile: str, since: dict[str, int], started: float, manifest: dict,
-         limit: int = ARCHIVE_LIMIT) -> dict:
+         limit: int = ARCHIVE_LIMIT, whole_lines: bool = False) -> dict:
     """Pack the rows appended since `since` into `out` (under `limit` bytes), the manifest first. Checkpoints travel beside
-    it (`pack_carried`), so the rows, which are what a GPU run is for, are safe on disk before any model is packed."""
+    it (`pack_carried`), so the rows, which are what a GPU run is for, are safe on disk before any model is packed.
+    `whole_lines`: leave out a last line not yet ended (a row a worker is writing now: an interim archive)."""
     out = Path(out)
     rows = {}
     for name, s in _stores(profile).items():
         with open(s.path, 'rb') as f:
             f.seek(since.get(name, 0)); new = f.read()
+        if whole_lines: new = new[:new.rfind(b'\n') + 1]
         if new.strip(): rows[name] = new if new.endswith(b'\n') else new + b'\n'
     m = {**manifest, 'rows': {k: v.count(b'\n') for k, v in rows.items()}}
     m.setdefault('checkpoints', [])
@@ -308,12 +310,17 @@ def _hard_deadline(started: float, total: float, reserve: float) -> tuple[float,
     deadline ran a campaign past its budget, the command was killed at its limit, and 450 finished trials' rows were lost."""
     return started + total - reserve / 2, reserve / 4
 
-def _wait_or_stop(procs: Sequence[subprocess.Popen], until: float, grace: float) -> tuple[list[int], list[int]]:
-    "Each worker's exit code, and which workers were still running at `until` and so were stopped (SIGTERM, SIGKILL after `grace` s)."
-    late = []
-    for i, p in enumerate(procs):
-        try: p.wait(timeout=max(0.0, until - time.time()))
-        except subprocess.TimeoutExpired: late.append(i)
+INTERIM_S = 60.0   # seconds between a many-worker campaign's interim archives (the rows so far, under the archive's name)
+
+def _wait_or_stop(procs: Sequence[subprocess.Popen], until: float, grace: float,
+                  tick: Callable[[], None] | None = None, every: float = INTERIM_S) -> tuple[list[int], list[int]]:
+    """Each worker's exit code, and which workers were still running at `until` and so were stopped (SIGTERM, SIGKILL after
+    `grace` s); meanwhile `tick()` every `every` seconds (the interim archive)."""
+    last = time.time()
+    while any(p.poll() is None for p in procs) and time.time() < until:
+        time.sleep(max(0.0, min(0.2, until - time.time())))
+        if tick is not None and time.time() - last >= every: tick(); last = time.time()
+    late = [i for i, p in enumerate(procs) if p.poll() is None]
     for i in late: procs[i].terminate()
     end = time.time() + grace
     for i in late:
@@ -336,11 +343,13 @@ def _alarm(at: float):
 
 def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: str | float = '24m',
              out: str | Path = 'campaign.tar.gz', workers: int = 1, device: str | None = None,
-             reserve: float | None = None, mps: bool = False) -> dict:
+             reserve: float | None = None, mps: bool = False, interim: float | None = INTERIM_S) -> dict:
     """Run experiments in priority order within a wall-clock budget; stop cleanly; pack the new rows into one archive.
     `mps`: run the workers under CUDA's Multi-Process Service (`mps_daemon`; workers > 1 only). Work still running at the hard
     deadline (`_hard_deadline`: it did not stop at its deadline) is stopped, its workers killed, and the manifest says so
-    (`hard_stopped`): the rows already stored are packed all the same."""
+    (`hard_stopped`): the rows already stored are packed all the same. With several workers, every `interim` seconds (None:
+    never) the rows stored so far are packed under the archive's name (`interim: true` in its manifest; whole lines only),
+    so that a command killed at its limit before the final archive still sends back what finished."""
     check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
     total = parse_budget(budget); started = time.time()
     reserve = min(total / 4, max(20.0, 0.05 * total)) if reserve is None else reserve   # time kept for packing
@@ -348,6 +357,8 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
     if device: os.environ['RELBOOK_DEVICE'] = str(get_device(device))
     since = _store_sizes(profile)
     finished, stopped, failed, mps_on, hard_stopped = [], None, {}, False, []
+    base = dict(profile=profile, order=order, workers=workers, budget_s=total, commit=loaded_code()['git_sha'],
+                **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
     hard, grace = _hard_deadline(started, total, reserve)
     if workers == 1:
         with time_budget(total - reserve), _alarm(hard):
@@ -364,15 +375,18 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
         with mps_daemon(mps) as mps_on:                   # the workers start inside: they are MPS clients if it runs
             env.update({k: v for k, v in os.environ.items() if k.startswith('CUDA_MPS_')})
             procs = [subprocess.Popen(cmd, env=env) for _ in range(workers)]
-            codes, hard_stopped = _wait_or_stop(procs, hard, grace)
+            def tick():                                   # the rows so far, in case the command is killed before the end
+                try: pack(out, profile, since, started, dict(base, interim=True, finished=[], stopped=None, mps=mps_on,
+                                                               wall_s=round(time.time() - started, 1)), whole_lines=True)
+                except Exception as e: warnings.warn(f"campaign: the interim archive failed ({type(e).__name__}: {e})")
+            codes, hard_stopped = _wait_or_stop(procs, hard, grace, tick if interim else None, interim or INTERIM_S)
         failed = {i: c for i, c in enumerate(codes) if c not in (0, 3) and i not in hard_stopped}
         stopped = 'budget' if 3 in codes or hard_stopped else None
         if hard_stopped: warnings.warn(f"campaign: workers {hard_stopped} were still running {reserve / 2:.0f} s after the deadline "
                                        "(work that does not check it) and were stopped; their trials resume from their last checkpoints")
         if not failed and not stopped: finished = list(order)
-    manifest = dict(profile=profile, order=order, finished=finished, stopped=stopped, workers=workers, mps=mps_on,
-                    budget_s=total, wall_s=round(time.time() - started, 1), failed_workers=failed, hard_stopped=hard_stopped,
-                    commit=loaded_code()['git_sha'], **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
+    manifest = dict(base, interim=False, finished=finished, stopped=stopped, mps=mps_on, wall_s=round(time.time() - started, 1),
+                    failed_workers=failed, hard_stopped=hard_stopped)
     manifest.update(carried=[], checkpoints=[])
     t_pack = time.time()
     m = pack(out, profile, since, started, manifest)      # the rows first: on disk, whole, before any model is packed
@@ -1019,7 +1033,9 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'CUDA graphs on) a 508 s campaign claimed all 450 `relational_games` trials and moved on to `boxworld_rl_bridge`, whose '
              'trials retrained their imitation agents and then ran the actor-critic learner, which did not check the deadline; '
              'the campaign ran past its budget, the command was killed at its 600 s limit and nothing came back, the rows of the '
-             '`relational_games` trials that had finished included. The learner now checks the deadline and checkpoints, and the hard stop catches whatever else does not. '
+             '`relational_games` trials that had finished included. The learner now checks the deadline and checkpoints, the '
+             'hard stop catches whatever else does not, and a many-worker campaign packs the rows so far every minute (an '
+             'interim archive under the final one\'s name), which a killed command still sends back. '
              'What the tool sends back is what lies under `$OUT` (at most 8 files, 64 MiB in all). Merge each archive at home '
              'before the next call: every call copies the working tree over the machine\'s, tracked result stores included, so '
              'rows a command wrote and did not send back are overwritten there (on 2026-11-26 a second call on the same warm '

@@ -408,3 +408,39 @@ def test_a_one_process_campaign_stops_work_that_ignores_its_deadline(tmp_path, m
         assert time.time() - t0 < 4 and m['hard_stopped'] == [0] and m['finished'] == [], m
         assert 'the hard deadline passed' in m['stopped'] and m['rows'] == {'stubborn_demo-smoke.jsonl': 1}
     finally: EXPERIMENTS.pop('stubborn_demo', None)
+
+
+def test_a_campaign_killed_before_its_end_leaves_the_rows_so_far(tmp_path):
+    """The device tool kills a command at its limit and sends back what lies in $OUT: a many-worker campaign packs the rows
+    stored so far under the archive's name every `interim` seconds, so the killed campaign's archive holds the finished trial."""
+    from relbook.campaign import _archive_manifest, merge
+    (tmp_path / 'site').mkdir(); (tmp_path / 'site' / 'sitecustomize.py').write_text(_STUBBORN)
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path / 'site'), os.environ.get('PYTHONPATH', '')]),
+           'RELBOOK_RESULTS': str(tmp_path / 'gpu')}
+    arc = tmp_path / 'a.tar.gz'
+    code = f"from relbook.campaign import campaign; campaign(['stubborn_demo'], 'smoke', budget=300, out={str(arc)!r}, workers=2, interim=0.5)"
+    p = subprocess.Popen([sys.executable, '-c', code], env=env, start_new_session=True)
+    try:
+        t0, m = time.time(), {}
+        while time.time() - t0 < 60 and m.get('rows') != {'stubborn_demo-smoke.jsonl': 1}:
+            time.sleep(0.5)
+            if arc.exists(): m = _archive_manifest(arc)
+        assert p.poll() is None, "the campaign should still be running (its other trials sleep)"
+    finally: os.killpg(p.pid, signal.SIGKILL); p.wait()      # the command's limit: everything dies, nothing is packed at the end
+    assert m['interim'] is True and m['rows'] == {'stubborn_demo-smoke.jsonl': 1}, m
+    r = merge(arc, tmp_path / 'home')
+    assert r['added'] == {'stubborn_demo-smoke.jsonl': 1} and not r['torn']
+
+
+def test_an_interim_pack_leaves_out_a_row_being_written(tmp_path, monkeypatch):
+    "`pack(whole_lines=True)` packs whole lines only: a row a worker is appending now waits for the next archive."
+    from relbook.campaign import pack, merge
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu'))
+    (tmp_path / 'gpu').mkdir()
+    whole = json.dumps({'params': {'seed': 0}, 'seed': 0, 'x': 0}) + '\n'
+    (tmp_path / 'gpu' / 'x-quick.jsonl').write_text(whole + '{"params": {"seed": 1}, "se')
+    m = pack(tmp_path / 'a.tar.gz', 'quick', {}, time.time(), {'profile': 'quick'}, whole_lines=True)
+    assert m['rows'] == {'x-quick.jsonl': 1}
+    assert merge(tmp_path / 'a.tar.gz', tmp_path / 'home')['added'] == {'x-quick.jsonl': 1}
+    (tmp_path / 'gpu' / 'x-quick.jsonl').write_text('{"params": {"seed": 1}, "se')
+    assert pack(tmp_path / 'b.tar.gz', 'quick', {}, time.time(), {'profile': 'quick'}, whole_lines=True)['rows'] == {}
