@@ -774,7 +774,8 @@ def _graph_gain_text(rows: Sequence[dict]) -> str:
         f"{g['eager']:.0f} updates per second in all ({g['ratio']:.2f}×; package `{g['package']}`, {g['device']})" for g in gains)
         + '. The commands below use the fastest eager setting, and their minutes are eager estimates: a fit replays its step '
         'only where `graph_refusal` allows it (a constant learning rate, a task whose loss draws nothing on the host; clipping is '
-        'captured, since the mathematics fits were made eligible, and not yet measured on a GPU), so the gain is the '
+        'captured, since the mathematics fits were made eligible: graphed equals eager with clipping in `tests/test_cuda.py`, '
+        'which passed on an H100 on 2026-11-27, but its speed is not yet measured on a GPU), so the gain is the '
         'object-sorting step\'s, measured, not a prediction for other chapters.')
 
 def _minutes(s: float) -> str:
@@ -1019,6 +1020,10 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '```bash',
              'RELBOOK_GIT_SHA=<commit> LIMIT=600 bash scripts/device_run.sh [NAMES]   # LIMIT: the call\'s timeout_s; '
              'no NAMES: the campaign\'s order (below)',
+             '# or a campaign and the notebooks in one call (each run counts its LIMIT from its own start; the notebooks\' run '
+             'then spends some 35 s on tests/test_cuda.py past its LIMIT: 585 s at most, within a 600 s call)',
+             'RELBOOK_GIT_SHA=<commit> LIMIT=400 bash scripts/device_run.sh; '
+             'NBTEST=1 NB_WORKERS=12 RELBOOK_GIT_SHA=<commit> LIMIT=150 bash scripts/device_run.sh',
              '```', '',
              *_throughput_lines(tp),
              '`RELBOOK_CUDA_GRAPHS=1` makes `fit` replay its training step as a CUDA graph (see the harness chapter); run '
