@@ -307,7 +307,7 @@ def _hard_deadline(started: float, total: float, reserve: float) -> tuple[float,
     to exit before it is killed: half the packing reserve after the deadline, a quarter of it. What checks the deadline
     (`fit`, `run_sweep`, the actor-critic learner) stops itself by then; the hard stop is for what does not, so that the rows
     already stored are packed before the command's limit: on an H100 on 2026-11-27, RL trials that did not check the
-    deadline ran a campaign past its budget, the command was killed at its limit, and 450 finished trials' rows were lost."""
+    deadline ran a campaign past its budget, the command was killed at its limit, and the finished trials' rows were lost."""
     return started + total - reserve / 2, reserve / 4
 
 INTERIM_S = 60.0   # seconds between a many-worker campaign's interim archives (the rows so far, under the archive's name)
@@ -351,6 +351,7 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
     never) the rows stored so far are packed under the archive's name (`interim: true` in its manifest; whole lines only),
     so that a command killed at its limit before the final archive still sends back what finished."""
     check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
+    if interim is not None: check_positive(interim, 'interim', integer=False)
     total = parse_budget(budget); started = time.time()
     reserve = min(total / 4, max(20.0, 0.05 * total)) if reserve is None else reserve   # time kept for packing
     order = plan(names, profile)
@@ -361,13 +362,15 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
                 **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
     hard, grace = _hard_deadline(started, total, reserve)
     if workers == 1:
-        with time_budget(total - reserve), _alarm(hard):
-            for n in order:
-                try: run_experiment(n, profile); finished.append(n)
-                except BudgetExhausted as e:
-                    stopped = str(e) if str(e).startswith(n) else f'{n}: {e}'
-                    if isinstance(e, HardStop): hard_stopped = [0]
-                    break
+        n = None
+        try:                                              # outside the block too: the alarm may ring between two experiments
+            with time_budget(total - reserve), _alarm(hard):
+                for n in order:
+                    try: run_experiment(n, profile); finished.append(n)
+                    except BudgetExhausted as e:
+                        if isinstance(e, HardStop): raise
+                        stopped = str(e) if str(e).startswith(n) else f'{n}: {e}'; break
+        except HardStop as e: stopped, hard_stopped = f'{n}: {e}', [0]
     else:   # several processes share each store; per-trial locks split the trials between them
         env = {**os.environ, 'RELBOOK_DEADLINE': str(started + total - reserve), 'RELBOOK_PROGRESS': '0'}
         cmd = [sys.executable, '-c', 'import sys; from relbook.campaign import _worker; sys.exit(_worker(sys.argv[1:]))',

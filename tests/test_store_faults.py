@@ -444,3 +444,10 @@ def test_an_interim_pack_leaves_out_a_row_being_written(tmp_path, monkeypatch):
     assert merge(tmp_path / 'a.tar.gz', tmp_path / 'home')['added'] == {'x-quick.jsonl': 1}
     (tmp_path / 'gpu' / 'x-quick.jsonl').write_text('{"params": {"seed": 1}, "se')
     assert pack(tmp_path / 'b.tar.gz', 'quick', {}, time.time(), {'profile': 'quick'}, whole_lines=True)['rows'] == {}
+
+
+@pytest.mark.parametrize('bad', [0, -1.0, float('nan'), '60'])
+def test_a_bad_interim_is_refused(bad):
+    from relbook.campaign import campaign
+    with pytest.raises(ValueError, match='interim must be a positive number'):
+        campaign(['order_relation'], 'smoke', budget=10, out='unused.tar.gz', workers=2, interim=bad)
