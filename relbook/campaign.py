@@ -14,13 +14,13 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'INTERIM_S',
+__all__ = ['PREPARERS', 'USES', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'INTERIM_S',
            'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
            'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN',
            'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'minutes_per_claim', 'plan_order',
-           'plan_terms', 'plan', 'pack', 'pack_carried', 'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput',
-           'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate',
-           'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
+           'plan_terms', 'uses_first', 'plan', 'pack', 'pack_carried', 'merge', 'HardStop', 'campaign', 'mps_daemon',
+           'throughput', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan',
+           'estimate', 'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
            'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
@@ -89,15 +89,35 @@ def plan_terms(profile: str = 'gpu') -> tuple[dict[str, int], dict[str, int], di
             minutes[e] = gp['experiments'][e]['expected_min'] * (1 - cov[0] / cov[1] if cov else 1)
     return rank, n_open, minutes
 
+# experiment -> the experiments whose trained models its trials use (a trial retrains one that is missing, in every worker
+# that needs it: on an H100 on 2026-11-27, `boxworld_rl_bridge` named before `boxworld_imitation` retrained four
+# imitation agents inside its own trials, and then ran past the campaign's budget)
+USES = {'boxworld_rl_bridge': ('boxworld_imitation',),   # Experiment 4 fine-tunes Experiment 3's agents
+        'sorting_robustness': ('object_sorting',),        # the learning curves' cached models
+        'sorting_pretraining': ('object_sorting',)}       # its from-scratch baselines are those models too
+
+def uses_first(order: Sequence[str]) -> list[str]:
+    "`order` with each experiment moved before the first one in it that uses its models (`USES`); otherwise unchanged."
+    out, todo = [], set(order)
+    def place(e):
+        for d in USES.get(e, ()):
+            if d in todo and d not in out: place(d)
+        if e not in out: out.append(e)
+    for e in order: place(e)
+    return out
+
 def plan(names: Sequence[str] | None = None, profile: str = 'gpu') -> list[str]:
     """The order a campaign runs experiments in: the given names; else by `plan_terms` in `plan_order` (least settled
-    claims first, then the fewest estimated GPU minutes per open claim)."""
+    claims first, then the fewest estimated GPU minutes per open claim). Either way an experiment whose models another
+    one in the order uses runs before it (`uses_first`; a named order so changed is said)."""
     if names:
         exps = load_all_experiments()
         unknown = [n for n in names if n not in exps]
         if unknown: raise ValueError(f"unknown experiments {unknown}; known: {sorted(exps)}")
-        return list(dict.fromkeys(names))
-    return plan_order(*plan_terms(profile))
+        named = list(dict.fromkeys(names)); order = uses_first(named)
+        if order != named: warnings.warn(f"campaign: running {order}, not {named}: an experiment goes before the one that uses its models")
+        return order
+    return uses_first(plan_order(*plan_terms(profile)))
 
 # %% ../nbs/97_campaign.ipynb #c012
 def _stores(profile: str) -> dict[str, ResultsStore]:
