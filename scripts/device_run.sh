@@ -26,9 +26,12 @@ fi
 if [ "${NBTEST:-0}" = 1 ]; then   # every notebook at smoke on the device: a chapter that mixes devices fails here first
   left=$(( LIMIT - ($(date +%s) - start) - 30 ))
   # keyword arguments: nbdev_test is a fastcore script that, called from `python -c`, ignores sys.argv (it ran every notebook)
-  NB_PATH=${NB_PATH:-} NB_WORKERS=${NB_WORKERS:-8} RELBOOK_DEVICE=$DEVICE RELBOOK_PROFILE=smoke timeout "$left" "$PY" -c '
+  # each line stamped with the time, and each notebook's start and end printed as they come (do_print): a run cut off by
+  # `timeout` has no summary, and on 2026-11-27 its log could not say which notebooks had passed
+  NB_PATH=${NB_PATH:-} NB_WORKERS=${NB_WORKERS:-8} RELBOOK_DEVICE=$DEVICE RELBOOK_PROFILE=smoke timeout "$left" "$PY" -u -c '
 import os; from nbdev.test import nbdev_test
-nbdev_test(path=os.environ["NB_PATH"] or None, n_workers=int(os.environ["NB_WORKERS"]), timing=True)' 2>&1 | tee "$OUT/nbtest.log" | grep -v '^USDT'
+nbdev_test(path=os.environ["NB_PATH"] or None, n_workers=int(os.environ["NB_WORKERS"]), timing=True, do_print=True)' 2>&1 \
+    | while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done | tee "$OUT/nbtest.log" | grep -v '^[0-9:]* USDT'
   rc=${PIPESTATUS[0]}
   if [ "$DEVICE" = cuda ]; then "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tail -n 5; fi
   exit $rc

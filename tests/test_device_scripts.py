@@ -64,4 +64,6 @@ def test_device_run_nbtest_mode(tmp_path, source, ok):
     assert (p.returncode == 0) == ok, p.stdout[-2000:] + p.stderr[-2000:]
     log = (tmp_path / 'out' / 'nbtest.log').read_text()
     assert 'planted.ipynb' in log and ('Success.' in log) == ok and ('AssertionError: planted' in log) != ok, log[-2000:]
+    import re                                  # each line stamped, each notebook's start and end as they come (a cut-off run says which ended)
+    assert re.search(r'^\d\d:\d\d:\d\d Starting .*planted\.ipynb$', log, re.M) and re.search(r'^\d\d:\d\d:\d\d - Completed .*planted\.ipynb$', log, re.M), log
     assert not (tmp_path / 'out' / 'campaign.tar.gz').exists()          # a notebook run starts no campaign
