@@ -66,14 +66,15 @@ def plan_order(rank: dict[str, int], n_open: dict[str, int], minutes: dict[str, 
     most claims per minute goes first among equally unsettled ones."""
     return sorted(rank, key=lambda e: (rank[e], minutes_per_claim(e, n_open, minutes), e))
 
-def plan_terms(profile: str = 'gpu') -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
+def plan_terms(profile: str = 'gpu', judged: Sequence | None = None) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
     """What `plan` orders by, per experiment with a claim not shown from a larger profile: its least settled claim's rank,
     its open (not settled) claims, and (at `gpu`) the estimated GPU trial-minutes of its trials not yet stored. A `gpu`
-    sweep whose trials are all stored is left out: it has nothing to run."""
+    sweep whose trials are all stored is left out: it has nothing to run. `judged`: `judge_all()`'s judgements, if the caller
+    has them already (`relbook claims` judges every claim once for its pages)."""
     from relbook.evidence import judge_all, sweep_coverage, PROFILE_ORDER
     exps = load_all_experiments()
     rank: dict[str, int] = {}; n_open: dict[str, int] = {}
-    for j in judge_all():
+    for j in (judge_all() if judged is None else judged):
         if j.profile is not None and PROFILE_ORDER.index(j.profile) < PROFILE_ORDER.index(profile): continue   # shown from a larger profile
         if j.claim.profiles and profile not in j.claim.profiles: continue   # rows at this profile cannot judge it
         r = _RANK.get(j.verdict, 3 if j.provisional else 4)
@@ -936,7 +937,7 @@ def _cpu_lines() -> list[str]:
         lines.append(f"| {run} | {', '.join(f'`{x}`' for x in names)} | {hit} of {n}{flag} | {minutes:.1f} |")
     return lines
 
-def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] | None = None) -> list[str]:
+def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] | None = None, judged: Sequence | None = None) -> list[str]:
     "The runbook's section on the estimated cost of a `gpu` campaign, from `results/gpu_plan.json`."
     cal, w = gp['calibration'], gp['workers']
     commits = sorted({e.get('commit', gp['commit']) for e in gp['experiments'].values()})   # an entry keeps the commit it was probed at
@@ -975,8 +976,8 @@ def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] 
     spare = [n for n in gp['experiments'] if not any(n in names for names in (*GPU_RUNS.values(), *CPU_DECIDED.values()))]
     if spare: lines += ['', 'Estimated but in no run (no claim rests on them alone): ' + ', '.join(f'`{n}`' for n in spare) + '.']
     if skipped: lines += ['', 'Not estimated: ' + '; '.join(skipped) + '.']
-    rank, n_open, minutes = plan_terms(gp['profile'])
-    order = plan_order(rank, n_open, minutes)
+    rank, n_open, minutes = plan_terms(gp['profile'], judged)
+    order = uses_first(plan_order(rank, n_open, minutes))     # as `plan` orders them
     state = {**{r: v for v, r in _RANK.items()}, 3: 'provisional', 4: 'settled'}
     each = lambda n: (f"`{n}` ({state[rank[n]]}; {n_open.get(n, 0)} open claim{'' if n_open.get(n, 0) == 1 else 's'}"
                       + (f", {minutes_per_claim(n, n_open, minutes):.1f} trial-min each)" if n in minutes else ', not estimated)'))
@@ -993,7 +994,8 @@ def load_gpu_plan(path: str | Path | None = None) -> dict | None:
     p = Path(path) if path else (repo_root() or Path.cwd()) / GPU_PLAN
     return json.loads(p.read_text()) if p.exists() else None
 
-def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput: Sequence[dict] | None = None) -> str:
+def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput: Sequence[dict] | None = None,
+                   judged: Sequence | None = None) -> str:
     "The 'Reproduce on a GPU' page: the commands, then what each experiment has cost where it ran (measured, never guessed)."
     gp = gpu_plan if gpu_plan is not None else load_gpu_plan()
     tp = load_throughput() if throughput is None else throughput
@@ -1087,5 +1089,5 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '| experiment | module | quick | gpu | full |', '|---|---|---|---|---|']
     for _, r in frame.iterrows():
         lines.append(f"| `{r['experiment']}` | `{r['module']}` | {r['quick']} | {r['gpu']} | {r['full']} |")
-    if gp: lines += _plan_lines(gp, setting, slowdown(tp))
+    if gp: lines += _plan_lines(gp, setting, slowdown(tp), judged)
     return '\n'.join(lines) + '\n'

@@ -501,7 +501,8 @@ def glue_verdict(claim_id: str, profile: str | None = None) -> None:
 def build_claims() -> dict[str, str]:
     "The generated files (path -> text): the claims page, its data, and the landing page with its scoreboard."
     root = repo_root() or Path.cwd()
-    frame = claims_frame(judge_all())
+    judged = judge_all()                                          # once: the runbook's campaign order reads them too
+    frame = claims_frame(judged)
     records = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                for r in frame.to_dict('records')]                 # strict JSON: a missing value is null, never NaN
     data = json.dumps(records, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + '\n'
@@ -512,7 +513,7 @@ def build_claims() -> dict[str, str]:
     index = head + _BEGIN + '\n' + render_scoreboard(frame) + '\n' + _END + tail
     from relbook.campaign import RUNBOOK_PAGE, render_runbook, runbook_frame     # the GPU runbook shares the check
     return {CLAIMS_PAGE: render_claims_page(frame) + '\n', CLAIMS_DATA: data, INDEX_PAGE: index,
-            RUNBOOK_PAGE: render_runbook(runbook_frame())}
+            RUNBOOK_PAGE: render_runbook(runbook_frame(), judged=judged)}
 
 def write_claims(check: bool = False) -> list[str]:
     "Write the generated files (or, with `check`, return the ones whose committed text differs)."
