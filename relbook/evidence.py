@@ -19,7 +19,7 @@ __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFIL
            'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select', 'at_largest',
            'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement', 'sweep_coverage',
            'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page',
-           'chapter_claims', 'verdict_md', 'glue_verdict', 'build_claims', 'write_claims']
+           'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict', 'build_claims', 'write_claims']
 
 # %% ../nbs/96_evidence.ipynb #c005
 VERDICTS = ('supports the paper', 'contradicts the paper', 'inconclusive', 'insufficient data', 'not run')
@@ -483,7 +483,10 @@ def verdict_md(claim_id: str, profile: str | None = None) -> str:
     from relbook.core import get_profile
     if claim_id not in CLAIMS: load_all_claims()
     if claim_id not in CLAIMS: raise ValueError(f"unknown claim {claim_id!r}; known: {sorted(CLAIMS)}")
-    j = judge(CLAIMS[claim_id], profile or get_profile())
+    return verdict_phrase(judge(CLAIMS[claim_id], profile or get_profile()))
+
+def verdict_phrase(j: Judgement) -> str:
+    "`verdict_md`'s phrase from a judgement already made."
     if j.evidence is None: return f'**{j.verdict}**'
     r = claims_frame([j]).iloc[0]
     return _verdict_cell(r) + f" ({r['interval']})"
@@ -495,8 +498,10 @@ def glue_verdict(claim_id: str, profile: str | None = None) -> None:
     from relbook.core import get_profile
     key, pre = re.sub(r'[-.]', '_', claim_id), 'full' if profile == 'full' else ''
     if claim_id not in CLAIMS: load_all_claims()
-    glue(f'v{pre}_{key}', Markdown(verdict_md(claim_id, profile)), display=False)
-    glue(f'w{pre}_{key}', Markdown(f"*{judge(CLAIMS[claim_id], profile or get_profile()).label()}*"), display=False)
+    if claim_id not in CLAIMS: raise ValueError(f"unknown claim {claim_id!r}; known: {sorted(CLAIMS)}")
+    j = judge(CLAIMS[claim_id], profile or get_profile())                # once for both phrases
+    glue(f'v{pre}_{key}', Markdown(verdict_phrase(j)), display=False)
+    glue(f'w{pre}_{key}', Markdown(f"*{j.label()}*"), display=False)
 
 def build_claims() -> dict[str, str]:
     "The generated files (path -> text): the claims page, its data, and the landing page with its scoreboard."
