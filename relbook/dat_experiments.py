@@ -59,7 +59,8 @@ claim(id='dat-math-vs-transformer-plus', where='§4.2, Table 2', section=_MATH_S
       claim='DAT is more accurate than a wider Transformer with more parameters (d = 144) at 2, 3 and 4 layers.',
       paper_value='e.g. 4 layers: linear_1d 73.1 vs 53.2 %, polynomials__expand 91.4 vs 89.2 % (5 seeds)', metric=_MATH_METRIC,
       comparison='DAT − Transformer+ (d = 144), paired by seed, mean over modules and depths',
-      evaluate=model_vs('acc', 'DAT', 'Transformer+', note=early_learning), **_DAT)
+      evaluate=model_vs('acc', 'DAT', 'Transformer+', note=early_learning), **_DAT,
+      profiles=('full',))                               # Transformer+ is in the full protocol only
 # §4.3, Tables 1 and 3: ViDAT against ViT (digits here; CIFAR with $RELBOOK_CIFAR), and symmetric against asymmetric relations
 claim(id='dat-vision-digits', where='§4.3, Table 1', section=_VISION_SEC, experiments=('dat_vision',),
       claim='ViDAT classifies images more accurately than a ViT trained the same way (here 8×8 digits stand in for CIFAR).',
@@ -87,19 +88,22 @@ claim(id='dat-lm-vs-transformer', where='§4.4, Fig. 4, Table 5', section=_LM_SE
 claim(id='dat-lm-ra-vs-rca', where='App. D.3, Fig. 12', section=_LM_SEC, experiments=('dat_lm',),
       claim="DAT with its relational attention (RA) heads reaches a lower validation loss than DAT with the Abstractor's RCA heads.",
       paper_value='curves only (Fig. 12, TinyStories)', metric=_LM_METRIC, comparison='DAT − DAT (RCA heads), paired by seed',
-      evaluate=model_vs('val_loss', 'DAT', 'DAT (RCA heads)', mode='min', direction=-1), **_DAT)
+      evaluate=model_vs('val_loss', 'DAT', 'DAT (RCA heads)', mode='min', direction=-1), **_DAT,
+      profiles=('quick', 'gpu'))                        # the full protocol (Table 5's scale) trains Transformer and DAT only
 claim(id='dat-lm-rca-vs-transformer', where='App. D.3, Fig. 12', section=_LM_SEC, experiments=('dat_lm',),
       claim='DAT with RCA heads performs no better than a Transformer.',
       paper_value='curves only (Fig. 12, TinyStories)', metric=_LM_METRIC,
       comparison=f'DAT (RCA heads) − Transformer, paired by seed; equivalence within ±{RCA_MARGIN} nats/token',
-      evaluate=model_vs('val_loss', 'DAT (RCA heads)', 'Transformer', mode='min', direction=0, margin=RCA_MARGIN), **_DAT)
+      evaluate=model_vs('val_loss', 'DAT (RCA heads)', 'Transformer', mode='min', direction=0, margin=RCA_MARGIN), **_DAT,
+      profiles=('quick', 'gpu'))
 # §2.3 and App. C.4: symbolic attention is the symbol assignment the paper chose for language ("different mechanisms suit different domains")
 for _other, _id in (('positional', 'positional'), ('position-relative', 'relative')):
     claim(id=f'dat-lm-symbolic-vs-{_id}', where='§2.3, App. C.4', section=_LM_SEC, experiments=('dat_lm',),
           claim=f'For language, symbolic attention is the better symbol assignment: DAT with it reaches a lower validation loss than with {_other} symbols.',
           paper_value='the paper chose symbolic attention for language; its symbol ablations are not shown', metric=_LM_METRIC,
           comparison=f'DAT − DAT ({_other} symbols), paired by seed',
-          evaluate=model_vs('val_loss', 'DAT', f'DAT ({_other} symbols)', mode='min', direction=-1), **_DAT)
+          evaluate=model_vs('val_loss', 'DAT', f'DAT ({_other} symbols)', mode='min', direction=-1), **_DAT,
+          profiles=('quick', 'gpu'))
 
 # %% ../nbs/14_dat_experiments.ipynb #c005
 # Table 2: (d_model, encoder n_sa, encoder n_ra, decoder n_sa, decoder n_ra)

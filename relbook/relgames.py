@@ -433,7 +433,8 @@ for _task in TASKS:   # one claim per task: Fig. 2 has one panel per task
                 + (" — dramatically so on this second-order task." if _task == 'match_pattern' else '.'),
           paper_value='"consistently more sample-efficient"' + ('; "particularly dramatic"' if _task == 'match_pattern' else '') + ' (5 seeds; no number in the text)',
           comparison=f'the worse of the two DATs − the better of the Transformers with d = 128 and d = {RG_WIDE} (DAT\'s parameter count), per seed',
-          evaluate=dat_vs_transformers(_task), **_KW)
+          evaluate=dat_vs_transformers(_task), **_KW,
+          profiles={'same': ('full',), 'between': ('full',), 'match_pattern': ('gpu', 'full')}.get(_task, ()))   # where rg_protocol runs the task
 
 claim(id='dat-relgames-ra-only-vs-mix', where='§4.1, Fig. 2',
       claim='DAT with relational heads only is slightly better than DAT with sensory + relational heads (the difference is marginal).',
@@ -444,12 +445,14 @@ claim(id='dat-relgames-symmetric-vs-asymmetric', where='App. C.1, Fig. 8',
       claim='Symmetric relations (W_q,rel = W_k,rel) give faster learning curves than asymmetric ones, for both DAT configurations.',
       comparison='symmetric − asymmetric, per seed, mean over tasks and both head mixes',
       evaluate=paired_models({_DAT02: '0+2', _DAT11: '1+1'},
-                             {'DAT (0 SA + 2 RA, asym.)': '0+2', 'DAT (1 SA + 1 RA, asym.)': '1+1'}, ('symmetric', 'asymmetric')), **_KW)
+                             {'DAT (0 SA + 2 RA, asym.)': '0+2', 'DAT (1 SA + 1 RA, asym.)': '1+1'}, ('symmetric', 'asymmetric')), **_KW,
+      profiles=('gpu', 'full'))                         # the asymmetric DATs are not in the quick protocol
 claim(id='dat-relgames-ra-vs-rca', where='App. D.3, Fig. 11',
       claim="DAT with RA heads and DAT with the Abstractor's RCA heads perform similarly (asymmetric relations, 1 + 1 heads).",
       paper_value='"similar, with most differences within the margin of error"',
       comparison=f'DAT (1 SA + 1 RA, asym.) − DAT (1 SA + 1 RCA), per seed, mean over tasks; equivalence within ±{RG_MARGIN}',
-      evaluate=paired_models({'DAT (1 SA + 1 RA, asym.)': 0}, {'DAT (1 SA + 1 RCA)': 0}, ('RA heads', 'RCA heads'), direction=0, margin=RG_MARGIN), **_KW)
+      evaluate=paired_models({'DAT (1 SA + 1 RA, asym.)': 0}, {'DAT (1 SA + 1 RCA)': 0}, ('RA heads', 'RCA heads'), direction=0, margin=RG_MARGIN), **_KW,
+      profiles=('gpu', 'full'))                         # nor is the RCA one
 claim(id='dat-relgames-vs-corelnet', where='App. C.1, Fig. 7',
       claim='DAT is competitive with CoRelNet, performing marginally worse.',
       paper_value='"marginally worse than CoRelNet" (no number)',
