@@ -129,8 +129,8 @@ def dat_math_protocol(profile: str | None = None) -> DATMathProtocol:
     return by_profile(
         smoke=DATMathProtocol(['algebra__linear_1d'], [2], ['Transformer', 'DAT'], 128, 32, 32, 4, 32, 2, 1),
         quick=DATMathProtocol(['algebra__linear_1d'], [2], ['Transformer', 'DAT'], 20_000, 500, 1000, 600, 64, 100, 3),
-        gpu=DATMathProtocol(['algebra__linear_1d', 'polynomials__expand'], [2], ['Transformer', 'DAT'],
-                            100_000, 2000, 5000, 4000, 128, 500, 5),   # sized with the chapter's other sweeps to one 25-minute H100 run
+        gpu=DATMathProtocol(['polynomials__add', 'polynomials__expand'], [2], ['Transformer', 'DAT'],   # the modules that learn within
+                            100_000, 2000, 5000, 4000, 128, 500, 5),   # its budget (the pilot, below); sized to one 25-minute H100 run
         full=DATMathProtocol(['algebra__linear_1d', 'algebra__sequence_next_term', 'calculus__differentiate', 'polynomials__add',
                               'polynomials__expand'], [2, 3, 4], list(MATH_DAT_MODELS), 500_000, 2000, 10_000, 100_000, 128, 2000, 5),
         profile=profile)
