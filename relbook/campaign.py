@@ -334,13 +334,13 @@ def _hard_deadline(started: float, total: float, reserve: float) -> tuple[float,
 INTERIM_S = 60.0   # seconds between a many-worker campaign's interim archives (the rows so far, under the archive's name)
 
 def _wait_or_stop(procs: Sequence[subprocess.Popen], until: float, grace: float,
-                  tick: Callable[[], None] | None = None, every: float = INTERIM_S) -> tuple[list[int], list[int]]:
+                  tick: Callable[[], None] | None = None, every: float | None = None) -> tuple[list[int], list[int]]:
     """Each worker's exit code, and which workers were still running at `until` and so were stopped (SIGTERM, SIGKILL after
-    `grace` s); meanwhile `tick()` every `every` seconds (the interim archive)."""
+    `grace` s); meanwhile `tick()` every `every` seconds (the interim archive; None: never)."""
     last = time.time()
     while any(p.poll() is None for p in procs) and time.time() < until:
         time.sleep(max(0.0, min(0.2, until - time.time())))
-        if tick is not None and time.time() - last >= every: tick(); last = time.time()
+        if every is not None and time.time() - last >= every: tick(); last = time.time()
     late = [i for i, p in enumerate(procs) if p.poll() is None]
     for i in late: procs[i].terminate()
     end = time.time() + grace
@@ -403,7 +403,7 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
                 try: pack(out, profile, since, started, dict(base, interim=True, finished=[], stopped=None, mps=mps_on,
                                                                wall_s=round(time.time() - started, 1)), whole_lines=True)
                 except Exception as e: warnings.warn(f"campaign: the interim archive failed ({type(e).__name__}: {e})")
-            codes, hard_stopped = _wait_or_stop(procs, hard, grace, tick if interim else None, interim or INTERIM_S)
+            codes, hard_stopped = _wait_or_stop(procs, hard, grace, tick, interim)
         failed = {i: c for i, c in enumerate(codes) if c not in (0, 3) and i not in hard_stopped}
         stopped = 'budget' if 3 in codes or hard_stopped else None
         if hard_stopped: warnings.warn(f"campaign: workers {hard_stopped} were still running {reserve / 2:.0f} s after the deadline "

@@ -78,7 +78,7 @@ def eval_batches(model: nn.Module, data: Sequence[torch.Tensor], batch_size: int
     (moved a batch at a time, so a large set need not fit beside the model); already there, the batches are `data`'s own."""
     p = next(iter(model.parameters()), None)
     for b in batches(data, batch_size):
-        yield b if p is None or all(t.device == p.device for t in b) else tuple(t.to(p.device) for t in b)
+        yield b if p is None or all(t.device == p.device for t in b) else tuple(to_device(t, p.device) for t in b)
 
 class Task:
     "A training objective: `loss(model, batch)` and `evaluate(model, data) -> dict` (always with 'loss')."
