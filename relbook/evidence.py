@@ -18,8 +18,9 @@ from .harness import store_for
 __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'CLAIMS_PAGE', 'CLAIMS_DATA',
            'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select', 'at_largest',
            'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement', 'sweep_coverage',
-           'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page',
-           'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict', 'build_claims', 'write_claims']
+           'current_rows', 'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard',
+           'render_claims_page', 'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict', 'build_claims',
+           'write_claims']
 
 # %% ../nbs/96_evidence.ipynb #c005
 VERDICTS = ('supports the paper', 'contradicts the paper', 'inconclusive', 'insufficient data', 'not run')
@@ -333,6 +334,19 @@ def sweep_coverage(name: str, profile: str) -> tuple[int, int] | None:
     done = store_for(name, profile).done()
     return sum(trial_key(t) in done for t in trials), len(trials)
 
+def current_rows(name: str, profile: str) -> pd.DataFrame:
+    """The stored rows of experiment `name` at `profile` that its sweep, as the code now stands, would make: the flat rows of the
+    trials in its grid. A protocol that changes a trial's parameters (and so its key) leaves the old rows in the store, as
+    history, and they judge nothing: a claim never averages trials of two protocols. Every row, for an experiment that runs no
+    sweep through `run_sweep` (its plan is unknown)."""
+    from relbook.campaign import intercept
+    from relbook.harness import trial_key
+    store = store_for(name, profile)
+    try: keys = {trial_key(t) for t in intercept(name, profile)[0]}
+    except ValueError: return store.frame()
+    return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in store.rows()
+                         if 'params' in r and trial_key(r['params']) in keys])
+
 def _incomplete(c: Claim, profile: str) -> str:
     "'' when every experiment of `c` has its whole sweep at `profile` stored (or an unknown plan); else what is missing."
     short = [(e, cov) for e in c.experiments if (cov := sweep_coverage(e, profile)) and cov[0] < cov[1]]
@@ -345,7 +359,7 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
     profiles, pending = (profile,) if profile else PROFILE_ORDER[:-1], []
     for p in profiles:
         if c.profiles and p not in c.profiles: continue              # rows at this profile cannot judge the claim
-        frames = [store_for(e, p).frame() for e in c.experiments]   # flat rows; empty if it never ran
+        frames = [current_rows(e, p) for e in c.experiments]        # flat rows of the current grid; empty if it never ran
         if all(f.empty for f in frames): continue
         if (gap := _incomplete(c, p)) and not profile:
             pending.append(gap); continue

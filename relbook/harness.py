@@ -711,7 +711,10 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     missing = [k for k in keys if k not in rows]
     if missing and n_shards == 1 and todo:
         warnings.warn(f"{name}: {len(missing)} trials are not finished (other workers are running them)")
-    return pd.DataFrame([{k: v for k, v in rows[k].items() if k != 'params'} for k in keys if k in rows])
+    out = pd.DataFrame([{k: v for k, v in rows[k].items() if k != 'params'} for k in keys if k in rows])
+    # none finished yet (a campaign worker whose trials all run in other workers; a render before any run): the parameters'
+    # columns all the same, so that an experiment's own ordering and selection of its rows work on no rows
+    return out if len(out) else pd.DataFrame(columns=list(dict.fromkeys(k for p in trials for k in p)))
 
 def _wall_times(store: ResultsStore, name: str) -> list[float]:
     "The wall times of this experiment's finished trials in the store."

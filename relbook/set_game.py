@@ -194,9 +194,8 @@ def _card_embeddings(path: Path, seed: int, cfg: EmbedderConfig) -> torch.Tensor
     model, metrics = train_embedder(seed, cfg)
     if metrics['acc'] < 1:
         raise RuntimeError(f"the card embedder got only {metrics['acc']:.1%} of the cards exactly right; raise steps")
-    with torch.no_grad():
-        x = deck()[0].permute(0, 3, 1, 2).to(next(model.parameters()).device)
-        E = model.embed(x).cpu()                                                  # (81, d_embed)
+    with torch.no_grad():            # on the CPU wherever it trained: a GPU's TF32 convolutions differ by ~1e-3 (an H100,
+        E = model.cpu().embed(deck()[0].permute(0, 3, 1, 2))                      # 2026-11-27); the cache is the CPU's (81, d_embed)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({'embeddings': E, 'state': {k: v.cpu() for k, v in model.state_dict().items()},
                 'metrics': metrics, 'config': asdict(cfg), 'seed': seed}, path)

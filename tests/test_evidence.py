@@ -111,3 +111,32 @@ def test_committed_claims_page_matches_the_results(monkeypatch):
     monkeypatch.delenv('RELBOOK_RESULTS', raising=False)      # the repository's results/, not the test's private folder
     stale = ev.write_claims(check=True)
     assert not stale, f"out of date: {stale}; run `relbook claims` and commit"
+
+
+def test_rows_of_a_changed_protocol_judge_nothing(monkeypatch):
+    """A protocol change that alters a trial's parameters leaves the old rows in the store: the claim must judge the current
+    grid's rows only (`current_rows`), never average the two protocols, and count as unjudged until the new grid has run."""
+    import relbook.harness as h
+    monkeypatch.setitem(h.EXPERIMENTS, 'toy_protocol', None)
+    version = {'v': 1}
+    def toy():
+        trials = [dict(seed=s, **({'protocol': version['v']} if version['v'] > 1 else {})) for s in range(4)]
+        return run_sweep('toy_protocol', trials, lambda seed, protocol=1: {'a': 0.5 + 0.3 * (protocol > 1) + 0.01 * seed, 'b': 0.6},
+                         progress=False)
+    monkeypatch.setitem(h.EXPERIMENTS, 'toy_protocol', toy)
+    def evaluate(df):
+        if df.empty: return ev.Evidence(None, 'no rows', df)
+        return ev.Evidence(ev.compare(df.set_index('seed').a, df.set_index('seed').b), f'a {df.a.mean():.2f}', df,
+                           convergence_keys=False)
+    c = ev.Claim(id='toy-a-beats-b', chapter='96_evidence', paper='altabaa2024disentangling', where='-', claim='a > b',
+                 experiments=('toy_protocol',), metric='a', comparison='a - b', evaluate=evaluate)
+    h.run_experiment('toy_protocol', 'smoke')                                        # protocol 1: a < b on every seed
+    j1 = ev.judge(c, 'smoke')
+    assert j1.verdict == 'contradicts the paper' and j1.trials == 4
+    version['v'] = 2                                                                  # the protocol changes the trials' keys
+    assert ev.current_rows('toy_protocol', 'smoke').empty and len(h.store_for('toy_protocol', 'smoke').rows()) == 4
+    assert ev.judge(c, 'smoke').verdict == 'not run'                                  # the old rows judge nothing
+    h.run_experiment('toy_protocol', 'smoke')                                        # protocol 2: a > b on every seed
+    j2 = ev.judge(c, 'smoke')
+    assert j2.verdict == 'supports the paper' and j2.trials == 4, (j2.verdict, j2.trials)   # not 8 rows of two protocols
+    assert len(h.store_for('toy_protocol', 'smoke').rows()) == 8                      # the history stays in the store

@@ -1,5 +1,6 @@
 """The lab's public API: profiles, argument checks, the training loop, the store, sweeps and the CLI."""
 import json
+import pandas as pd
 import pytest
 import torch
 import torch.nn as nn
@@ -209,3 +210,19 @@ def test_patience_stop_is_the_same_run_under_a_larger_budget():
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     c, _ = run(a.steps - 5)                          # a budget that ends the run before patience would: another run
     assert not c.stopped_early and c.steps == a.steps - 5
+
+
+@pytest.mark.parametrize('profile', ['smoke', 'quick', 'gpu', 'full'])
+def test_every_experiment_renders_from_no_rows(profile, monkeypatch):
+    """A campaign worker whose remaining trials all run in other workers gets no rows back from its sweep, and so does a page
+    rendered before any run: every registered experiment must return a table then, not fail in its own ordering of the rows
+    (boxworld_rl's sort by agent failed so in five of fourteen workers on an H100 on 2026-11-27)."""
+    from relbook.harness import load_all_experiments, run_experiment
+    monkeypatch.setenv('RELBOOK_STORED_ONLY', '1')
+    failed = {}
+    for name in sorted(load_all_experiments()):
+        try: out = run_experiment(name, profile)
+        except Exception as e: failed[name] = f'{type(e).__name__}: {e}'
+        else:
+            if not isinstance(out, pd.DataFrame): failed[name] = f'returned {type(out).__name__}'
+    assert not failed, failed
