@@ -243,3 +243,17 @@ def test_rg_trial_reports_in_and_out_of_distribution(monkeypatch):
     assert rg_sizes('occurs', 'gpu') == [1000, 1500, 2000, 2500] and rg_sizes('match_pattern', 'gpu') == [15_000, 25_000]
     assert rg_protocol('quick')['seeds'] >= 3
     assert rg_epochs(1000, 'quick') * 2 >= 300 and rg_epochs(25_000, 'full') == 50
+
+
+def test_gpu_protocol_is_version_2_and_its_trials_say_so():
+    """The gpu profile trains to convergence (150 epochs, >= 3,000 updates, patience): its trials carry protocol=2, so that rows
+    of the first gpu run (version 1, the paper's 50 epochs) never pass for them; a trial refuses a version its profile does not run."""
+    from relbook.campaign import intercept
+    from relbook.relgames import rg_budget, rg_protocol, rg_trial
+    gpu, quick = intercept('relational_games', 'gpu')[0], intercept('relational_games', 'quick')[0]
+    assert {t.get('protocol') for t in gpu} == {2} and all('protocol' not in t for t in quick)
+    assert rg_protocol('gpu')['patience'] == 50 and rg_protocol('quick')['patience'] is None
+    assert [rg_budget(n, 'gpu') for n in (1000, 2500, 15_000, 25_000)] == [3000, 3000, 4500, 7350]
+    assert [rg_budget(n, 'quick') for n in (1000, 15_000)] == [300, 1500]
+    with pytest.raises(ValueError, match='protocol must be 1'):
+        rg_trial('occurs', 64, 'CoRelNet', 0, protocol=2)                       # the smoke profile runs version 1
