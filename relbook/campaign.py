@@ -1040,7 +1040,7 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'command) ran 22 of the 23 notebooks to the end: 21 passed, chapter 4 failed (its SET card embedder\'s cached '
              'embeddings, computed on the GPU with TF32 convolutions, differed from the CPU\'s by about 1e-3; they are now '
              'computed on the CPU), and the mathematics appendix (93) had not finished when the 150 s ran out (it takes 83 s alone '
-             'on 2 CPU cores here, generating problems on the CPU; 12 notebooks shared 16 cores): give the notebooks 240 s. '
+             'on 2 CPU cores here, generating problems on the CPU; 12 notebooks shared 16 cores): give the notebooks 220 s or more. '
              '`tests/test_cuda.py` passed in both (12 tests, 34 s; 13 tests, 49 s). '
              'Send the longest command '
              'first: the machine goes back some 30 s after a call ends, and a fresh one costs its start in device time, which '
