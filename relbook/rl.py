@@ -15,8 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from .core import get_device, atomic_write, check_shape, check_positive
-from .harness import _trial_checkpoint, _progress_enabled, _fit_probe, deadline, BudgetExhausted
+from .core import get_device, atomic_write, check_shape, check_positive, device_name
+from .harness import _trial_checkpoint, _trial_clock, _trial_elapsed, _progress_enabled, _fit_probe, deadline, BudgetExhausted
 from .relations import mlp
 
 # %% auto #0
@@ -377,6 +377,7 @@ class RLResult:
     updates: int = 0                                        # optimiser steps taken (all calls)
     wall_time_s: float = 0.0                                # seconds of training (all calls)
     finished: bool = False                                  # False if stopped by max_updates
+    devices: list = field(default_factory=list)             # the devices it trained on, in order: several when resumed on another
 
     def history_frame(self) -> pd.DataFrame:
         "The history rows as a DataFrame."
@@ -402,6 +403,7 @@ class _Run:
         self.gen, self.log = torch.Generator().manual_seed(seed), _EpisodeLog(venv.n_envs)
         self.frames = self.updates = self.rows_frames = 0
         self.wall, self.history, self.pending = 0.0, [], []
+        self.devices = [device_name(device)]
         self.obs = _as_obs(venv.reset(), device)
 
     @staticmethod
@@ -433,7 +435,8 @@ def _save(path, run: _Run, net, opt, venv, wall: float) -> None:
     state = dict(cfg=asdict(run.cfg), net=net.state_dict(), actor=run.actor.state_dict(), lagged=list(run.lagged),
                  opt=opt.state_dict(), frames=run.frames, updates=run.updates, rows_frames=run.rows_frames, wall=wall,
                  history=run.history, pending=run.pending, log=run.log.state_dict(), rng=_rng_state(run.gen),
-                 env=env, obs=run.obs.cpu() if env is not None else None)
+                 env=env, obs=run.obs.cpu() if env is not None else None, devices=list(run.devices),
+                 **_trial_elapsed())                   # the trial's wall time so far, for run_sweep's record of a resumed trial
     atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 def _load(path, run: _Run, net, opt, venv) -> None:
@@ -447,6 +450,10 @@ def _load(path, run: _Run, net, opt, venv) -> None:
     run.lagged = deque([{k: v.to(run.device) for k, v in p.items()} for p in s['lagged']], maxlen=run.cfg.policy_lag + 1)
     run.frames, run.updates, run.rows_frames, run.wall = s['frames'], s['updates'], s['rows_frames'], s['wall']
     run.history, run.pending = s['history'], s['pending']
+    here = run.devices[-1]                                     # a checkpoint from before devices were kept: unknown before
+    run.devices = list(s.get('devices', ['unknown'])) + ([here] if s.get('devices', ['unknown'])[-1] != here else [])
+    if s.get('trial_elapsed_s') is not None and (clock := _trial_clock.get()) is not None:
+        clock[1] = float(s['trial_elapsed_s'])                 # the trial's time in earlier processes (run_sweep's wall_time_prior_s)
     exact = s['env'] is not None and hasattr(venv, 'load_state_dict')
     run.log.load_state_dict(s['log'], running=exact)           # else: fresh episodes, the running sums restart
     if exact: venv.load_state_dict(s['env']); run.obs = s['obs'].to(run.device)
@@ -510,7 +517,7 @@ def train_actor_critic(net: nn.Module,                       # obs (B, ...) -> (
     if ckpt is not None:
         if finished: Path(ckpt).unlink(missing_ok=True)       # the next call starts afresh
         else: _save(ckpt, run, net, opt, venv, wall)
-    return RLResult(run.history, run.log.frame(), run.frames, run.updates, wall, finished)
+    return RLResult(run.history, run.log.frame(), run.frames, run.updates, wall, finished, list(run.devices))
 
 # %% ../nbs/94_rl.ipynb #c038
 @torch.no_grad()

@@ -326,6 +326,7 @@ def rl_trial(agent: str, seed: int) -> dict:
     hist = [{k: r[k] for k in keep if k in r} for r in res.history]
     return dict(**_eval_metrics(evaluate_policy(net, eval_env(), **eval_kw)), frames=hist[-1]['frames'] if hist else 0,
                 train_s=hist[-1]['wall_time_s'] if hist else 0.0, **_train_diagnostics(res.history), history=hist,
+                **({'train_devices': res.devices} if len(res.devices) > 1 else {}),   # resumed on another device: every one
                 n_params=sum(p.numel() for p in net.parameters()))
 
 @experiment('boxworld_rl')
@@ -570,7 +571,8 @@ def rl_bridge_trial(agent: str, seed: int) -> dict:
     hist = [{k: r[k] for k in keep if k in r} for r in res.history]
     return dict(after, **{f'before_{k}': v for k, v in before.items() if k in ('win_rate', 'win_b2', 'opened_bridge')},
                 frames=res.frames, train_s=res.wall_time_s, fps=res.frames / max(res.wall_time_s, 1e-9),
-                env=type(env).__name__, **_train_diagnostics(res.history), history=hist)
+                env=type(env).__name__, **_train_diagnostics(res.history), history=hist,
+                **({'train_devices': res.devices} if len(res.devices) > 1 else {}))   # resumed on another device: every one
 
 @experiment('boxworld_rl_bridge')
 def boxworld_rl_bridge_experiment() -> pd.DataFrame:

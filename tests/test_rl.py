@@ -330,3 +330,30 @@ def test_actor_critic_runs_on_a_torch_environment():
     ev = evaluate_policy(net, TorchBoxWorld(4, RL_BRIDGE_ENV, seed=1, device='cpu'), 8, device='cpu')
     types = np.stack(ev['episodes']['puzzle_type'].to_numpy())
     assert ev['n_episodes'] == 8 and (types[:, 0] >= 2).all() and (types[:, 1] >= 1).all()   # bridges only, a in {2, 3}
+
+
+def test_a_trial_resumed_elsewhere_keeps_its_devices_and_earlier_time(tmp_path):
+    """A learner's checkpoint carries the devices it trained on and the trial's wall time so far: a trial stopped by a campaign on
+    a GPU and finished on a CPU says both devices, and its row's wall time counts the GPU's share (`wall_time_prior_s`). Three
+    boxworld_rl trials resumed so on 2026-11-27 before this was kept: their rows said cpu only."""
+    store = ResultsStore(tmp_path / 'rl_moved.jsonl')
+    first = {'stop': True}
+
+    def trial(seed):
+        torch.manual_seed(seed)
+        res = train_actor_critic(ActorCriticMLP(8, 4), ChainEnv(8, seed=seed), _cfg(), device='cpu', progress=False,
+                                 max_updates=2 if first['stop'] else None)
+        if first['stop']: raise RuntimeError('stopped, as a campaign stops a trial')   # its checkpoint stays
+        return {'frames': res.frames, 'devices': res.devices}
+
+    with pytest.raises(RuntimeError, match='stopped'):
+        run_sweep('rl_moved', [{'seed': 0}], trial, store=store, progress=False)
+    first['stop'] = False
+    ck = next((tmp_path / 'checkpoints' / 'rl_moved').glob('*.pt'))
+    state = torch.load(ck, weights_only=False)
+    assert state['devices'] == ['cpu'] and state['trial_elapsed_s'] > 0
+    state.update(devices=['NVIDIA H100 80GB HBM3'], trial_elapsed_s=100.0)      # as if the first part had run on an H100
+    torch.save(state, ck)
+    row = run_sweep('rl_moved', [{'seed': 0}], trial, store=store, progress=False).iloc[0]
+    assert row.frames == 2_000 and row.devices == ['NVIDIA H100 80GB HBM3', 'cpu']
+    assert row.wall_time_prior_s == 100.0 and row.wall_time_s > 100.0
