@@ -342,9 +342,10 @@ def current_rows(name: str, profile: str) -> pd.DataFrame:
     from relbook.campaign import intercept
     from relbook.harness import trial_key
     store = store_for(name, profile)
+    if not (rows := store.rows()): return pd.DataFrame()      # nothing stored: no need to ask the experiment for its grid
     try: keys = {trial_key(t) for t in intercept(name, profile)[0]}
     except ValueError: return store.frame()
-    return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in store.rows()
+    return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in rows
                          if 'params' in r and trial_key(r['params']) in keys])
 
 def _incomplete(c: Claim, profile: str) -> str:
