@@ -325,28 +325,29 @@ class Judgement:
         "The verdict as a reader sees it: 'supports the paper (provisional)'."
         return self.verdict + (' (provisional)' if self.provisional else '') + (' (partial sweep)' if self.partial else '')
 
+def _grid_keys(name: str, profile: str) -> list[str] | None:
+    "Keys of the trials experiment `name`'s sweep at `profile` would make, without running any; None: not a registered sweep."
+    from relbook.campaign import intercept
+    from relbook.harness import trial_key
+    try: return [trial_key(t) for t in intercept(name, profile)[0]]
+    except ValueError: return None                   # an unknown experiment, or one without a sweep: its plan is unknown
+
 def sweep_coverage(name: str, profile: str) -> tuple[int, int] | None:
     "(trials of experiment `name`'s sweep at `profile` that are stored, trials in the sweep); None: not a registered sweep."
-    from relbook.campaign import intercept           # the trials a run would make, without running any
-    from relbook.harness import trial_key
-    try: trials = intercept(name, profile)[0]
-    except ValueError: return None                   # an unknown experiment, or one without a sweep: its plan is unknown
+    if (keys := _grid_keys(name, profile)) is None: return None
     done = store_for(name, profile).done()
-    return sum(trial_key(t) in done for t in trials), len(trials)
+    return sum(k in done for k in keys), len(keys)
 
 def current_rows(name: str, profile: str) -> pd.DataFrame:
     """The stored rows of experiment `name` at `profile` that its sweep, as the code now stands, would make: the flat rows of the
     trials in its grid. A protocol that changes a trial's parameters (and so its key) leaves the old rows in the store, as
     history, and they judge nothing: a claim never averages trials of two protocols. Every row, for an experiment that runs no
     sweep through `run_sweep` (its plan is unknown)."""
-    from relbook.campaign import intercept
     from relbook.harness import trial_key
-    store = store_for(name, profile)
-    if not (rows := store.rows()): return pd.DataFrame()      # nothing stored: no need to ask the experiment for its grid
-    try: keys = {trial_key(t) for t in intercept(name, profile)[0]}
-    except ValueError: return store.frame()
-    return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in rows
-                         if 'params' in r and trial_key(r['params']) in keys])
+    if not (rows := store_for(name, profile).rows()): return pd.DataFrame()   # nothing stored: no need to ask for the grid
+    if (keys := _grid_keys(name, profile)) is not None:
+        keys = set(keys); rows = [r for r in rows if 'params' in r and trial_key(r['params']) in keys]
+    return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in rows])
 
 def _incomplete(c: Claim, profile: str) -> str:
     "'' when every experiment of `c` has its whole sweep at `profile` stored (or an unknown plan); else what is missing."

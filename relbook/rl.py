@@ -450,8 +450,8 @@ def _load(path, run: _Run, net, opt, venv) -> None:
     run.lagged = deque([{k: v.to(run.device) for k, v in p.items()} for p in s['lagged']], maxlen=run.cfg.policy_lag + 1)
     run.frames, run.updates, run.rows_frames, run.wall = s['frames'], s['updates'], s['rows_frames'], s['wall']
     run.history, run.pending = s['history'], s['pending']
-    here = run.devices[-1]                                     # a checkpoint from before devices were kept: unknown before
-    run.devices = list(s.get('devices', ['unknown'])) + ([here] if s.get('devices', ['unknown'])[-1] != here else [])
+    was, here = list(s.get('devices', ['unknown'])), run.devices[-1]   # a checkpoint from before devices were kept: unknown before
+    run.devices = was + ([here] if was[-1] != here else [])
     if s.get('trial_elapsed_s') is not None and (clock := _trial_clock.get()) is not None:
         clock[1] = float(s['trial_elapsed_s'])                 # the trial's time in earlier processes (run_sweep's wall_time_prior_s)
     exact = s['env'] is not None and hasattr(venv, 'load_state_dict')
