@@ -14,14 +14,14 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'USES', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING', 'INTERIM_S',
-           'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS',
-           'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED', 'RUN_LIMIT_MIN',
-           'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'prepare', 'minutes_per_claim', 'plan_order',
-           'plan_terms', 'uses_first', 'plan', 'pack', 'pack_carried', 'merge', 'HardStop', 'campaign', 'mps_daemon',
-           'throughput', 'intercept', 'probe_trials', 'trial_seconds', 'calibrate', 'quick_budgets', 'makespan',
-           'estimate', 'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
-           'load_gpu_plan', 'render_runbook']
+__all__ = ['PREPARERS', 'MISSING', 'USES', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING',
+           'INTERIM_S', 'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
+           'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED',
+           'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'unprepared', 'prepare',
+           'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack', 'pack_carried', 'merge',
+           'HardStop', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials', 'trial_seconds',
+           'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting', 'graph_gains',
+           'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -34,12 +34,21 @@ def parse_budget(text: str | float) -> float:
 
 # %% ../nbs/97_campaign.ipynb #c008
 PREPARERS: dict[str, Callable[[str, int], None]] = {}
+MISSING: dict[str, Callable[[str], list[str]]] = {}
 
-def preparer(name: str):
-    "Register `f(profile, workers)` that builds experiment `name`'s expensive inputs (cached on disk) before a run."
+def preparer(name: str, missing: Callable[[str], list[str]] | None = None):
+    """Register `f(profile, workers)` that builds experiment `name`'s expensive inputs (cached on disk) before a run, and
+    `missing(profile)`: a cheap check that names those inputs not cached yet (what `f` would build; [] when none)."""
     def deco(f):
-        PREPARERS[name] = f; return f
+        PREPARERS[name] = f
+        if missing is not None: MISSING[name] = missing
+        return f
     return deco
+
+def unprepared(names: Sequence[str], profile: str = 'gpu') -> dict[str, list[str]]:
+    "The experiments of `names` whose inputs at `profile` are not all cached, each with the inputs it lacks."
+    load_all_experiments()
+    return {n: m for n in names if n in MISSING and (m := list(MISSING[n](profile)))}
 
 def prepare(names: Sequence[str] | None = None, profile: str = 'gpu', workers: int | None = None) -> list[str]:
     "Build the cached inputs of the named experiments (default: all that have a preparer) with `workers` processes."
@@ -364,22 +373,32 @@ def _alarm(at: float):
 
 def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: str | float = '24m',
              out: str | Path = 'campaign.tar.gz', workers: int = 1, device: str | None = None,
-             reserve: float | None = None, mps: bool = False, interim: float | None = INTERIM_S) -> dict:
+             reserve: float | None = None, mps: bool = False, interim: float | None = INTERIM_S, prepare_inputs: bool = False) -> dict:
     """Run experiments in priority order within a wall-clock budget; stop cleanly; pack the new rows into one archive.
     `mps`: run the workers under CUDA's Multi-Process Service (`mps_daemon`; workers > 1 only). Work still running at the hard
     deadline (`_hard_deadline`: it did not stop at its deadline) is stopped, its workers killed, and the manifest says so
     (`hard_stopped`): the rows already stored are packed all the same. With several workers, every `interim` seconds (None:
     never) the rows stored so far are packed under the archive's name (`interim: true` in its manifest; whole lines only),
-    so that a command killed at its limit before the final archive still sends back what finished."""
+    so that a command killed at its limit before the final archive still sends back what finished. An experiment whose cached
+    inputs are not all there (`unprepared`) is left out, with a warning and its missing inputs in the manifest (`unprepared`);
+    `prepare_inputs` builds them first instead (`prepare`, every core), before the budget's clock starts."""
     check_choice(profile, 'profile', PROFILES); check_positive(workers, 'workers')
     if interim is not None: check_positive(interim, 'interim', integer=False)
-    total = parse_budget(budget); started = time.time()
-    reserve = min(total / 4, max(20.0, 0.05 * total)) if reserve is None else reserve   # time kept for packing
+    total = parse_budget(budget)
     order = plan(names, profile)
+    if prepare_inputs and (todo := unprepared(order, profile)): prepare(list(todo), profile)
+    if lacking := unprepared(order, profile):             # each worker would generate them in its trials, on the GPU's clock
+        order = [n for n in order if n not in lacking]
+        warnings.warn(f"campaign: left out {sorted(lacking)}, whose inputs at {profile} are not all cached ("
+                      + '; '.join(f"{n}: {len(m)} missing, e.g. {m[0]}" for n, m in lacking.items())
+                      + f"): run `relbook prepare --profile {profile} {' '.join(lacking)}` first, and carry the cache folder")
+    started = time.time()
+    reserve = min(total / 4, max(20.0, 0.05 * total)) if reserve is None else reserve   # time kept for packing
     if device: os.environ['RELBOOK_DEVICE'] = str(get_device(device))
     since = _store_sizes(profile)
     finished, stopped, failed, mps_on, hard_stopped = [], None, {}, False, []
     base = dict(profile=profile, order=order, workers=workers, budget_s=total, commit=loaded_code()['git_sha'],
+                unprepared={n: m[:3] + ([f'{len(m) - 3} more'] if len(m) > 3 else []) for n, m in lacking.items()},
                 **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
     hard, grace = _hard_deadline(started, total, reserve)
     if workers == 1:
@@ -1005,10 +1024,16 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '<!-- generated by `relbook claims --write` from results/*.jsonl: do not edit by hand -->', '',
              'At home, on the CPU, before a GPU is at hand (the estimates in the last section):', '',
              '```bash', '.venv/bin/relbook estimate --profile gpu             # probe every configuration; write results/gpu_plan.json',
-             '.venv/bin/relbook prepare dat_lm --profile gpu      # the text corpus from Debian\'s packages (apt-get update first), BPE, tokens',
+             '.venv/bin/relbook prepare --profile gpu             # every cached input: the mathematics problems (data_cache/math), and the',
+             '                                                    # text corpus from Debian\'s packages (apt-get update first), its BPE and tokens',
              '```', '',
-             'The GPU machine reaches no package index: carry `data_cache/lm/` and `data_cache/corpus/debian-docs/manifest.json` '
-             '(12 MB at `gpu`; the corpus text itself is not needed once its tokens are cached).', '',
+             'The GPU machine reaches no package index, and a campaign there generates nothing: it leaves out an experiment whose '
+             'cached inputs are not all there, with a warning that names them and a line in its manifest (`unprepared`), rather '
+             'than have each worker generate them on the GPU\'s clock ([](97_campaign.ipynb)). Carry them: `data_cache/math` for '
+             'chapters 7 and 14 (every `gpu` set of `math_benchmark`, `tp_roles` and `dat_math`, gzip-compressed), and for the '
+             'language models `data_cache/corpus/debian-docs/manifest.json` with the token folder of the `gpu` vocabulary, '
+             '`data_cache/lm/<corpus fingerprint>-v8192-f0.02-s0` (12 MB; the corpus text itself is not needed once its tokens '
+             'are cached).', '',
              'On the GPU machine (a bare machine: carry the wheels it lacks, see the README):', '',
              '```bash',
              'make venv TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"',
@@ -1027,7 +1052,7 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. '
              '`bash scripts/device_kit.sh` downloads their wheels at home into the git-ignored `.whl/` (`NB=1`: also nbdev, a '
              'Jupyter kernel and myst-nb\'s `glue`, into `.whl/nb/`, for the notebooks at smoke); commit (the copy that travels has no `.git`, so the '
-             'rows take their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl`. '
+             'rows take their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl` and the cache folders of the experiments it may reach (above). '
              '`scripts/device_run.sh` is that command: it installs the wheels, runs `tests/test_cuda.py` and turns CUDA graphs on '
              'only if it passes, and gives the campaign what is left of the command\'s limit less 40 s, its archives in `$OUT`; '
              'with `NBTEST=1` it runs the notebooks at smoke on the GPU instead (`make nbtest-cuda` without a venv; its '
@@ -1087,7 +1112,17 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'that folder in the next call\'s `carry` and those trials resume. A run that starts from carried models (chapter 11\'s '
              'second) names their folder, `results/checkpoints/boxworld_imitation_models`, in the call\'s `carry`; a run of chapter '
              '5\'s pre-training study that follows another names `results/checkpoints/sorting_pretrained`, so that every trial of a '
-             'seed starts from the one pre-trained model of that seed.', '',
+             'seed starts from the one pre-trained model of that seed. Two experiments cannot hand an interrupted trial on to a '
+             'later session: a checkpoint holds the weights and Adam\'s two moments, about 148 MB for a `tp_roles` model at `gpu` '
+             '(12.3 M parameters) and about 200 MB for a `dat_lm` one (16.7 M), over the 64 MiB a command sends back, so such a '
+             'trial restarts from scratch (the campaign\'s warning names it). A `dat_lm` trial is short (1.0-1.7 estimated minutes); '
+             'a `tp_roles` trial is not (15 and 18 estimated minutes, eager): within a session it can go on, since the machine '
+             'keeps git-ignored files (`results/checkpoints/` among them) between calls while it is warm, so run `tp_roles` alone, '
+             'in two calls back to back (the second with `GRAPHS=1` once the first\'s tests passed, which saves their 35-50 s). '
+             'Two calls leave some 12 minutes of training (a 15-minute session, less the machine\'s start and each call\'s set-up), under its estimate: it fits only if CUDA graphs shorten its step by '
+             'a third or more (measured 4.78× for object sorting at one worker; not measured for this model). Its two trained '
+             'models (49 and 44 MB of weights) come home one per command: a campaign with nothing left to run sends the one left '
+             'pending.', '',
              'Without a GPU, a run\'s `gpu` trials can run on CPU cores, in as many processes as there are cores '
              '(`relbook run NAME --profile gpu --shard k/n`, from a clean checkout so that the rows name a commit), over as '
              'many sessions as they take: commit the finished rows as they come, and the next session, or a later campaign, '

@@ -16,11 +16,11 @@ from .harness import fit, TrainConfig, Classification, LanguageModeling, experim
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
 from .mathdata import VOCAB_SIZE, PAD
-from .mathbench import fit_math, math_jobs
+from .mathbench import fit_math, math_jobs, sets_missing
 from .mathdata import generate_many
 from .campaign import preparer
 from .datasets import (load_digits_images, load_cifar, image_splits, channel_stats, normalize, random_crop,
-                              mixup_cutmix, text_lm_data, pydoc_corpus, corpus_folder, build_debian_corpus)
+                              mixup_cutmix, text_lm_data, pydoc_corpus, corpus_folder, build_debian_corpus, token_cache_path)
 
 # %% auto #0
 __all__ = ['SYMMETRY_MARGIN', 'RCA_MARGIN', 'MATH_DAT_MODELS', 'TABLE2', 'VISION_MODELS', 'DIGITS_TEST', 'LM_MODELS', 'model_vs',
@@ -154,7 +154,7 @@ def dat_math_experiment() -> pd.DataFrame:
     p = dat_math_protocol()
     return run_sweep('dat_math', grid(model=p.models, module=p.modules, n_layers=p.layers, seed=list(range(p.seeds))), dat_math_trial)
 
-@preparer('dat_math')
+@preparer('dat_math', missing=lambda profile: sets_missing(math_jobs(dat_math_protocol(profile))))
 def _prepare_dat_math(profile: str, workers: int) -> None:
     "Cache every generated set Table 2's trials ask for at `profile` (`relbook prepare dat_math`)."
     generate_many(math_jobs(dat_math_protocol(profile)), workers)
@@ -276,7 +276,16 @@ def lm_corpus(p: LMProtocol) -> dict:
     folder = pydoc_corpus() if p.corpus == 'pydoc-topics' and not os.environ.get('RELBOOK_CORPUS') else corpus_folder(p.corpus)
     return text_lm_data(p.seq_len, p.vocab_size, folder=folder, max_val_windows=p.max_val_windows)
 
-@preparer('dat_lm')
+def _lm_missing(profile: str) -> list[str]:
+    "What `relbook prepare dat_lm` would build at `profile` and is not there: the corpus (its manifest), its token cache."
+    p = lm_protocol(profile)
+    if p.corpus == 'pydoc-topics' and not os.environ.get('RELBOOK_CORPUS'): return []   # every Python has it: made on demand, in seconds
+    folder = corpus_folder(p.corpus)
+    if not (folder / 'manifest.json').is_file() and not any(folder.glob('*.txt')): return [f"the corpus {folder}"]
+    cache = token_cache_path(folder, p.vocab_size)
+    return [] if (cache / 'info.json').is_file() else [f"the token cache {cache} (vocabulary {p.vocab_size})"]
+
+@preparer('dat_lm', missing=_lm_missing)
 def _prepare_dat_lm(profile: str, workers: int) -> None:
     "Build the Debian corpus if it is missing (apt-get download: a Debian machine with its package index), then the token cache."
     p = lm_protocol(profile)

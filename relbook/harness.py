@@ -798,9 +798,10 @@ def _campaign_cli(a) -> int:
                     record(dict(workers=n, mps=mps, model=a.model, steps=a.steps, profile=a.profile, error=str(e)[:300], **meta)); raise
                 record({**r, **meta})
         return 0
-    m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device, mps=a.mps)
+    m = cp.campaign(a.names or None, a.profile, a.budget, a.out, a.workers, a.device, mps=a.mps, prepare_inputs=a.prepare)
     print(f"campaign [{a.profile}] {m['wall_s']}s of {m['budget_s']:.0f}s: finished {m['finished']}, stopped: {m['stopped']}; "
-          f"rows {m['rows']}, {len(m['checkpoints'])} checkpoints, MPS {'on' if m['mps'] else 'off'}, packed in {m['pack_s']}s -> {a.out}")
+          f"rows {m['rows']}, {len(m['checkpoints'])} checkpoints, MPS {'on' if m['mps'] else 'off'}, packed in {m['pack_s']}s -> {a.out}"
+          + (f"; left out, inputs not cached: {sorted(m['unprepared'])}" if m.get('unprepared') else ''))
     return 0
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -820,6 +821,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument('--out', default='campaign.tar.gz'); g.add_argument('--workers', type=int, default=1)
     g.add_argument('--device', help='torch device, e.g. cuda or cpu')
     g.add_argument('--mps', action='store_true', help="run the workers under CUDA's Multi-Process Service where the machine has it")
+    g.add_argument('--prepare', action='store_true', help="build missing cached inputs first, before the budget's clock starts "
+                   "(default: leave out, with a warning, an experiment whose inputs are not all cached)")
     m = sub.add_parser('merge', help="fold campaign archives into results/ (no duplicates)"); m.add_argument('archives', nargs='+')
     p = sub.add_parser('prepare', help='build the cached inputs (e.g. mathematics problems) with every CPU core')
     p.add_argument('names', nargs='*'); p.add_argument('--profile', default='gpu', choices=PROFILES)

@@ -16,18 +16,19 @@ from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, sto
 from .abstractor import math_models, make_seq2seq, count_params
 from .tpr import TPConfig, TPTransformer
 from .campaign import preparer
-from .mathdata import math_data, math_data_jobs, generate_many, PAD, BOS, EOS, VOCAB_SIZE, decode, generate_problems
+from .mathdata import math_data, math_data_jobs, generate_many, missing_sets, PAD, BOS, EOS, VOCAB_SIZE, decode, generate_problems
 from scipy import stats
 
 # %% auto #0
 __all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MATH_CONVERGENCE', 'WHOLE_ANSWER_FLOOR', 'ABSTRACTOR_MATH_MODULES',
            'ROLES_MODELS', 'PRIMARY_K', 'SWEEP_KS', 'DEFAULT_KS', 'MathProtocol', 'math_protocol',
            'register_math_model', 'math_model', 'curve_budget', 'model_vs', 'whole_answer_floor', 'early_learning',
-           'AlsoOn', 'fit_math', 'math_trial', 'math_benchmark_experiment', 'math_jobs', 'trained_math_model',
-           'RolesProtocol', 'roles_protocol', 'roles_model', 'tp_roles_trial', 'tp_roles_experiment',
-           'trained_roles_model', 'fraction_roles', 'extract_expression', 'number_roles', 'expression_roles', 'unpad',
-           'restrict', 'context_free_features', 'char_position_strata', 'holm', 'role_cluster_table',
-           'compare_to_control', 'summarise', 'reversal_table', 'encoder_internals', 'value_probe']
+           'AlsoOn', 'fit_math', 'math_trial', 'math_benchmark_experiment', 'math_jobs', 'sets_missing',
+           'trained_math_model', 'RolesProtocol', 'roles_protocol', 'roles_model', 'tp_roles_trial',
+           'tp_roles_experiment', 'trained_roles_model', 'fraction_roles', 'extract_expression', 'number_roles',
+           'expression_roles', 'unpad', 'restrict', 'context_free_features', 'char_position_strata', 'holm',
+           'role_cluster_table', 'compare_to_control', 'summarise', 'reversal_table', 'encoder_internals',
+           'value_probe']
 
 # %% ../nbs/07_math_benchmark.ipynb #c005
 @dataclass
@@ -193,7 +194,11 @@ def math_jobs(proto) -> list[tuple]:
     "Every generated set (module, split, n, seed) the trials of a math protocol ask for: what `relbook prepare` caches."
     return [j for m in proto.modules for j in math_data_jobs(m, proto.n_train, proto.n_val, proto.n_test, seed=proto.data_seed)]
 
-@preparer('math_benchmark')
+def sets_missing(jobs: Sequence[tuple]) -> list[str]:
+    "The generated sets of `jobs` not cached yet, named (a preparer's `missing`)."
+    return [f"{m} {sp} n={n} seed={s}" for m, sp, n, s in missing_sets(jobs)]
+
+@preparer('math_benchmark', missing=lambda profile: sets_missing(math_jobs(math_protocol(profile))))
 def _prepare_math_benchmark(profile: str, workers: int) -> None:
     generate_many(math_jobs(math_protocol(profile)), workers)
 
@@ -258,10 +263,13 @@ def tp_roles_experiment() -> pd.DataFrame:
     "The TP-Transformer whose roles §5.1 interprets, and the same model without roles, on arithmetic__mixed."
     return run_sweep('tp_roles', grid(model=list(ROLES_MODELS), seed=list(range(roles_protocol().seeds))), tp_roles_trial)
 
-@preparer('tp_roles')
-def _prepare_tp_roles(profile: str, workers: int) -> None:
+def _roles_jobs(profile: str) -> list[tuple]:
     p = roles_protocol(profile)
-    generate_many(math_data_jobs('arithmetic__mixed', p.n_train, p.n_val, p.n_test, seed=p.data_seed), workers)
+    return math_data_jobs('arithmetic__mixed', p.n_train, p.n_val, p.n_test, seed=p.data_seed)
+
+@preparer('tp_roles', missing=lambda profile: sets_missing(_roles_jobs(profile)))
+def _prepare_tp_roles(profile: str, workers: int) -> None:
+    generate_many(_roles_jobs(profile), workers)
 
 def trained_roles_model(model: str, seed: int = 0) -> TPTransformer:
     "The trained role-analysis model (see `_trained`: never a silently different one)."

@@ -8,8 +8,8 @@ import re, sys, importlib, importlib.util
 
 # %% auto #0
 __all__ = ['PAD', 'BOS', 'EOS', 'CHARS', 'VOCAB_SIZE', 'MAX_Q', 'MAX_A', 'SPLITS', 'MATH_MODULES', 'TRAIN_DIFFICULTIES',
-           'EXTRAPOLATE', 'SKIPPED', 'load_generator', 'encode', 'decode', 'generate_problems', 'math_tensors',
-           'math_data', 'math_data_jobs', 'generate_many']
+           'EXTRAPOLATE', 'SKIPPED', 'load_generator', 'encode', 'decode', 'missing_sets', 'generate_problems',
+           'math_tensors', 'math_data', 'math_data_jobs', 'generate_many']
 
 # %% ../nbs/93_math_data.ipynb #c004
 _POLY = 'mathematics_dataset.sample.polynomials'
@@ -65,7 +65,7 @@ def decode(ids) -> str:
     return ''.join(out)
 
 # %% ../nbs/93_math_data.ipynb #c011
-import json, os, random, subprocess, zlib, importlib.metadata
+import gzip, json, os, random, subprocess, zlib, importlib.metadata
 from pathlib import Path
 from typing import Sequence
 import numpy as np
@@ -109,9 +109,32 @@ def _generate(module: str, split: str, n: int, seed: int) -> list[tuple[str, str
         return out
     finally: random.setstate(state_py); np.random.set_state(state_np)
 
-def _cache_path(module: str, split: str, n: int, seed: int) -> Path:
+def _cache_name(module: str, split: str, n: int, seed: int) -> str:
     # '.h0': generated with string hashing fixed (PYTHONHASHSEED=0); older files named variables by the hash order
-    return data_dir() / f"{module}.{split}.n{n}.s{seed}.v{importlib.metadata.version('mathematics-dataset')}.h0.json"
+    return f"{module}.{split}.n{n}.s{seed}.v{importlib.metadata.version('mathematics-dataset')}.h0.json"
+
+def _cache_path(module: str, split: str, n: int, seed: int) -> Path:
+    "Where a generated set is cached: gzip-compressed JSON in one folder, `data_dir()/math`, the folder a GPU run carries."
+    return data_dir() / 'math' / (_cache_name(module, split, n, seed) + '.gz')
+
+def _cached(module: str, split: str, n: int, seed: int) -> Path | None:
+    """The cache file of a set, or None. A set cached the earlier way (uncompressed, at the top of `data_dir()`) is moved
+    into `data_dir()/math`, compressed, the first time it is asked for: nothing generated is regenerated."""
+    path = _cache_path(module, split, n, seed)
+    if path.exists(): return path
+    old = data_dir() / _cache_name(module, split, n, seed)
+    try: text = old.read_text()
+    except FileNotFoundError: return path if path.exists() else None     # none, or another process moved it just now
+    try: json.loads(text)
+    except ValueError as e:                                              # a torn file stays where it is, for the user to look at
+        raise ValueError(f"the cached set {old} is not valid JSON ({e}): delete it to generate the set again") from None
+    atomic_write(path, lambda tmp: tmp.write_bytes(gzip.compress(text.encode(), mtime=0)))
+    old.unlink(missing_ok=True)
+    return path
+
+def missing_sets(jobs: Sequence[tuple]) -> list[tuple]:
+    "The (module, split, n, seed) sets of `jobs` that are not cached (what `relbook prepare` would generate)."
+    return [j for j in dict.fromkeys(tuple(j) for j in jobs) if _cached(*j) is None]
 
 def _hashing_fixed() -> bool:
     "Whether this interpreter hashes strings deterministically (PYTHONHASHSEED=0 at start-up)."
@@ -143,13 +166,12 @@ def generate_problems(module: str, split: str, n: int, seed: int, cache: bool = 
         where = [sp for sp in SPLITS if module in _modules(sp)]
         raise ValueError(f"module {module!r} is not in split {split!r}" + (f" (it is in {where})" if where else
                          f"; valid modules: {sorted(_modules('train-easy'))}"))
-    path = _cache_path(module, split, n, seed)
-    if cache and path.exists(): return [tuple(x) for x in json.loads(path.read_text())]
+    if cache and (path := _cached(module, split, n, seed)): return [tuple(x) for x in json.loads(gzip.decompress(path.read_bytes()))]
     # the generator picks variable letters from a Python set, so its output depends on the string-hash seed:
     # generate in an interpreter started with PYTHONHASHSEED=0 unless this one is
     out = _generate(module, split, n, seed) if _hashing_fixed() else _fixed_hash_run([(module, split, n, seed)], output=True)[0]
     if cache:
-        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(out)))
+        atomic_write(_cache_path(module, split, n, seed), lambda tmp: tmp.write_bytes(gzip.compress(json.dumps(out).encode(), mtime=0)))
     return out
 
 # %% ../nbs/93_math_data.ipynb #c018
@@ -194,7 +216,6 @@ def math_data_jobs(module: str, n_train: int, n_val: int, n_test: int, seed: int
 
 def generate_many(jobs: Sequence[tuple], workers: int | None = None) -> list[tuple]:
     "Generate and cache many (module, split, n, seed) sets with `workers` processes; the same sets as one at a time."
-    jobs = list(dict.fromkeys(tuple(j) for j in jobs))
-    todo = [j for j in jobs if not _cache_path(*j).exists()]
+    todo = missing_sets(jobs)
     _fixed_hash_run(todo, max(1, min(workers or os.cpu_count() or 1, len(todo))))   # each caches its set
     return todo

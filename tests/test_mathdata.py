@@ -32,7 +32,7 @@ def test_generation_is_deterministic_cached_and_leaves_rng_alone(tmp_path, monke
     random.seed(3); np.random.seed(3)
     a = generate_problems('arithmetic__mixed', 'train-easy', 6, seed=7)
     assert (random.random(), np.random.rand()) == (r0, n0)
-    assert len(list(tmp_path.glob('*.json'))) == 1
+    assert len(list((tmp_path / 'math').glob('*.json.gz'))) == 1                              # compressed, in math/
     assert generate_problems('arithmetic__mixed', 'train-easy', 6, seed=7) == a                 # cache hit
     assert generate_problems('arithmetic__mixed', 'train-easy', 6, seed=7, cache=False) == a    # fresh
     assert generate_problems('arithmetic__mixed', 'train-easy', 6, seed=8, cache=False) != a
