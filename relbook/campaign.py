@@ -1030,7 +1030,7 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'The GPU machine reaches no package index, and a campaign there generates nothing: it leaves out an experiment whose '
              'cached inputs are not all there, with a warning that names them and a line in its manifest (`unprepared`), rather '
              'than have each worker generate them on the GPU\'s clock ([](97_campaign.ipynb)). Carry them: `data_cache/math` for '
-             'chapters 7 and 14 (every `gpu` set of `math_benchmark`, `tp_roles` and `dat_math`, gzip-compressed), and for the '
+             'chapters 7 and 14 (every `gpu` set of `math_benchmark`, `tp_roles` and `dat_math`: 43 sets, 15.9 MB gzip-compressed, measured on 2026-11-28), and for the '
              'language models `data_cache/corpus/debian-docs/manifest.json` with the token folder of the `gpu` vocabulary, '
              '`data_cache/lm/<corpus fingerprint>-v8192-f0.02-s0` (12 MB; the corpus text itself is not needed once its tokens '
              'are cached).', '',
@@ -1079,6 +1079,10 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'then spends some 35-50 s on tests/test_cuda.py past its LIMIT: 590 s at most, within a 600 s call)',
              'RELBOOK_GIT_SHA=<commit> LIMIT=320 bash scripts/device_run.sh; '
              'NBTEST=1 NB_WORKERS=12 RELBOOK_GIT_SHA=<commit> LIMIT=220 bash scripts/device_run.sh',
+             '# chapters 7 and 14: carry [".whl", "data_cache/math"] (dat_lm: also "data_cache/corpus/debian-docs/manifest.json" and',
+             '# "data_cache/lm/<fingerprint>-v8192-f0.02-s0"); tp_roles alone, in two calls back to back on the warm machine',
+             'RELBOOK_GIT_SHA=<commit> LIMIT=600 bash scripts/device_run.sh math_benchmark dat_math',
+             'RELBOOK_GIT_SHA=<commit> LIMIT=600 bash scripts/device_run.sh tp_roles; GRAPHS=1 RELBOOK_GIT_SHA=<commit> LIMIT=240 bash scripts/device_run.sh tp_roles',
              '```', '',
              *_throughput_lines(tp),
              '`RELBOOK_CUDA_GRAPHS=1` makes `fit` replay its training step as a CUDA graph (see the harness chapter); run '
