@@ -74,3 +74,20 @@ def test_lm_data_from_any_text_folder(debs, tmp_path, monkeypatch):
     assert torch.equal(text_lm_data(8, vocab_size=300, val_fraction=0.3)['train'], d['train'])
     with pytest.raises(ValueError, match='seq_len'): text_lm_data(0, vocab_size=300, folder=out)
     with pytest.raises(ValueError, match='max_val_windows'): text_lm_data(8, vocab_size=300, folder=out, max_val_windows=0)
+
+
+def test_dat_lm_names_its_missing_inputs(tmp_path, monkeypatch):
+    "A campaign leaves out dat_lm where its corpus or token cache is missing (unprepared): each is named, then none once built."
+    from relbook.dat_experiments import _lm_missing, lm_protocol
+    from relbook.campaign import unprepared
+    monkeypatch.setenv('RELBOOK_DATA', str(tmp_path / 'data'))
+    folder = tmp_path / 'texts'; folder.mkdir()
+    monkeypatch.setenv('RELBOOK_CORPUS', str(folder))
+    assert _lm_missing('quick') == [f"the corpus {folder}"]
+    for i, word in enumerate(['kernel', 'perl', 'rcu', 'python']):
+        (folder / f'doc{i}.txt').write_text(f"{PROSE} {word} " * 3)
+    missing = _lm_missing('quick')
+    assert len(missing) == 1 and missing[0].startswith('the token cache') and 'vocabulary 4096' in missing[0]
+    assert list(unprepared(['dat_lm', 'kernel_fit'], 'quick')) == ['dat_lm']
+    text_lm_data(8, vocab_size=lm_protocol('quick').vocab_size, folder=folder)      # what `relbook prepare dat_lm` builds
+    assert _lm_missing('quick') == [] and unprepared(['dat_lm'], 'quick') == {}
