@@ -1125,8 +1125,9 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'in two calls back to back (the second with `GRAPHS=1` once the first\'s tests passed, which saves their 35-50 s). '
              'Two calls leave some 12 minutes of training (a 15-minute session, less the machine\'s start and each call\'s set-up), under its estimate: it fits only if CUDA graphs shorten its step by '
              'a third or more (measured 4.78× for object sorting at one worker; not measured for this model). Its two trained '
-             'models (49 and 44 MB of weights) come home one per command: a campaign with nothing left to run sends the one left '
-             'pending.', '',
+             'models (49 and 44 MB of weights) come home one per command, and chapter 14\'s DAT language model (66.8 MB, 0.3 MB '
+             'under what a command sends back) only beside a small archive: a campaign with nothing left to run sends what was '
+             'left pending.', '',
              'Without a GPU, a run\'s `gpu` trials can run on CPU cores, in as many processes as there are cores '
              '(`relbook run NAME --profile gpu --shard k/n`, from a clean checkout so that the rows name a commit), over as '
              'many sessions as they take: commit the finished rows as they come, and the next session, or a later campaign, '
