@@ -817,8 +817,10 @@ def _graph_gain_text(rows: Sequence[dict]) -> str:
         f"{g['eager']:.0f} updates per second in all ({g['ratio']:.2f}×; package `{g['package']}`, {g['device']})" for g in gains)
         + '. The commands below use the fastest eager setting, and their minutes are eager estimates: a fit replays its step '
         'only where `graph_refusal` allows it (a constant learning rate, a task whose loss draws nothing on the host; clipping is '
-        'captured, since the mathematics fits were made eligible: graphed equals eager with clipping in `tests/test_cuda.py`, '
-        'which passed on an H100 on 2026-11-27, but its speed is not yet measured on a GPU), so the gain is the '
+        'captured, for the mathematics fits: graphed equals eager with clipping in `tests/test_cuda.py`, which passed on an '
+        'H100 on 2026-11-27, but its speed is not yet measured on a GPU; their task, `AlsoOn`, was refused by mistake until '
+        '2026-11-28, so they would have trained eagerly, and no mathematics row has yet been made on a GPU; '
+        '`tests/test_cuda.py` now trains two of their models both ways, not yet run on a GPU), so the gain is the '
         'object-sorting step\'s, measured, not a prediction for other chapters.')
 
 def _minutes(s: float) -> str:

@@ -373,13 +373,23 @@ def _update(model, opt, cfg) -> None:
 
 GRAPH_TASKS = (Classification, Regression, Seq2Seq, LanguageModeling)   # losses that draw nothing on the host
 
+def _graph_safe(task: Task) -> bool:
+    """One of GRAPH_TASKS, or a subclass of one that says, in its own body, that its training loss is still that class's
+    (`graph_safe = True`: chapter 7's `AlsoOn` changes only what an evaluation reports). A subclass that says nothing is
+    refused, whatever it overrides: a loss, or a helper the loss calls, may draw on the host."""
+    cls = type(task)
+    return cls in GRAPH_TASKS or (vars(cls).get('graph_safe') is True and isinstance(task, GRAPH_TASKS))
+
 def graph_refusal(task: Task, cfg: TrainConfig, device: torch.device) -> str | None:
     """Why `fit` will not replay this fit's training step as a CUDA graph, or None if it will (with `$RELBOOK_CUDA_GRAPHS`).
     A graph replays the kernels it captured: host work in the step (a task drawing on the CPU, as chapter 14's augmentation
     does) or a learning rate that changes would not be replayed, so those fits train eagerly. Gradient clipping is replayed
     (`_update`: the clipping factor is computed on the device)."""
     if device.type != 'cuda': return 'not on a GPU'
-    if type(task) not in GRAPH_TASKS: return f"the task {type(task).__name__} is not one of {[t.__name__ for t in GRAPH_TASKS]}"
+    if not _graph_safe(task):
+        return f"the task {type(task).__name__} is not one of {[t.__name__ for t in GRAPH_TASKS]}, nor a subclass that declares graph_safe"
+    if type(task).__name__ in os.environ.get('RELBOOK_GRAPHS_REFUSE', '').split(','):   # a GPU run whose test of this task failed
+        return f"the task {type(task).__name__} is named in $RELBOOK_GRAPHS_REFUSE"
     if cfg.schedule != 'constant' or cfg.warmup_steps: return 'the learning rate changes during training'
     return None
 

@@ -152,6 +152,7 @@ def _model_path(model: str, module: str, seed: int): return _checkpoint_path('ma
 
 class AlsoOn(Seq2Seq):
     "The `Seq2Seq` task whose evaluations also report teacher-forced accuracy on other sets (`{name}_acc`): extra learning curves."
+    graph_safe = True        # its training loss is Seq2Seq's: a CUDA graph may replay the step (`graph_refusal`)
     def __init__(self, extra: dict[str, tuple], pad_id: int = PAD):
         super().__init__(pad_id=pad_id); self.extra = extra
     def evaluate(self, model, data, batch_size: int = 1024) -> dict[str, float]:
