@@ -16,8 +16,7 @@ from .harness import fit, TrainConfig, Classification, LanguageModeling, experim
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
 from .mathdata import VOCAB_SIZE, PAD
-from .mathbench import fit_math, math_jobs, sets_missing
-from .mathdata import generate_many
+from .mathbench import fit_math, math_jobs, sets_preparer
 from .campaign import preparer
 from .datasets import (load_digits_images, load_cifar, image_splits, channel_stats, normalize, random_crop,
                               mixup_cutmix, text_lm_data, pydoc_corpus, corpus_folder, build_debian_corpus, token_cache_path)
@@ -154,10 +153,7 @@ def dat_math_experiment() -> pd.DataFrame:
     p = dat_math_protocol()
     return run_sweep('dat_math', grid(model=p.models, module=p.modules, n_layers=p.layers, seed=list(range(p.seeds))), dat_math_trial)
 
-@preparer('dat_math', missing=lambda profile: sets_missing(math_jobs(dat_math_protocol(profile))))
-def _prepare_dat_math(profile: str, workers: int) -> None:
-    "Cache every generated set Table 2's trials ask for at `profile` (`relbook prepare dat_math`)."
-    generate_many(math_jobs(dat_math_protocol(profile)), workers)
+sets_preparer('dat_math', lambda profile: math_jobs(dat_math_protocol(profile)))   # every set Table 2's trials ask for
 
 # %% ../nbs/14_dat_experiments.ipynb #c011
 @dataclass

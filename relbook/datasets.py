@@ -561,14 +561,17 @@ def _tokens_windows(stream: np.ndarray, seq_len: int, part: str) -> torch.Tensor
     if n == 0: raise ValueError(f"seq_len must be < {len(stream)} (the {part} tokens), got {seq_len}")
     return torch.from_numpy(stream[:n * (seq_len + 1)].astype(np.int64)).view(n, seq_len + 1)
 
+def _cache_dir(fp: str, vocab_size: int, val_fraction: float, seed: int) -> Path:
+    return data_dir() / 'lm' / f"{fp[:16]}-v{vocab_size}-f{val_fraction:g}-s{seed}"
+
 def token_cache_path(folder: str | Path, vocab_size: int, val_fraction: float = 0.02, seed: int = 0) -> Path:
     "Where the tokenizer and token streams of a text folder are cached (data_dir()/lm/; `text_lm_data` builds them there)."
-    return data_dir() / 'lm' / f"{folder_fingerprint(folder)[:16]}-v{vocab_size}-f{val_fraction:g}-s{seed}"
+    return _cache_dir(folder_fingerprint(folder), vocab_size, val_fraction, seed)
 
 def _token_cache(folder: Path, vocab_size: int, val_fraction: float, seed: int) -> Path:
     "Tokenizer and token streams of a text folder, built once (atomically) under data_dir()/lm/."
-    fp = folder_fingerprint(folder)
-    cache = token_cache_path(folder, vocab_size, val_fraction, seed)
+    fp = folder_fingerprint(folder)                 # once: without a manifest it reads every document
+    cache = _cache_dir(fp, vocab_size, val_fraction, seed)
     if (cache / 'info.json').is_file(): return cache
     docs = read_text_folder(folder)
     if _docs_sha256(docs) != fp: raise ValueError(f"{folder}/manifest.json does not describe the files beside it: rebuild the corpus")

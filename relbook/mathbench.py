@@ -23,7 +23,7 @@ from scipy import stats
 __all__ = ['MATH_TRAIN', 'MATH_MODELS', 'TP_MATH', 'MATH_CONVERGENCE', 'WHOLE_ANSWER_FLOOR', 'ABSTRACTOR_MATH_MODULES',
            'ROLES_MODELS', 'PRIMARY_K', 'SWEEP_KS', 'DEFAULT_KS', 'MathProtocol', 'math_protocol',
            'register_math_model', 'math_model', 'curve_budget', 'model_vs', 'whole_answer_floor', 'early_learning',
-           'AlsoOn', 'fit_math', 'math_trial', 'math_benchmark_experiment', 'math_jobs', 'sets_missing',
+           'AlsoOn', 'fit_math', 'math_trial', 'math_benchmark_experiment', 'math_jobs', 'sets_preparer',
            'trained_math_model', 'RolesProtocol', 'roles_protocol', 'roles_model', 'tp_roles_trial',
            'tp_roles_experiment', 'trained_roles_model', 'fraction_roles', 'extract_expression', 'number_roles',
            'expression_roles', 'unpad', 'restrict', 'context_free_features', 'char_position_strata', 'holm',
@@ -195,13 +195,13 @@ def math_jobs(proto) -> list[tuple]:
     "Every generated set (module, split, n, seed) the trials of a math protocol ask for: what `relbook prepare` caches."
     return [j for m in proto.modules for j in math_data_jobs(m, proto.n_train, proto.n_val, proto.n_test, seed=proto.data_seed)]
 
-def sets_missing(jobs: Sequence[tuple]) -> list[str]:
-    "The generated sets of `jobs` not cached yet, named (a preparer's `missing`)."
-    return [f"{m} {sp} n={n} seed={s}" for m, sp, n, s in missing_sets(jobs)]
+def sets_preparer(name: str, jobs: Callable[[str], list[tuple]]) -> None:
+    """Register experiment `name`'s preparer of generated sets, `jobs(profile)` naming them (module, split, n, seed):
+    `relbook prepare` generates them with every core, and its `missing` names those not cached yet."""
+    preparer(name, missing=lambda profile: [f"{m} {sp} n={n} seed={s}" for m, sp, n, s in missing_sets(jobs(profile))])(
+        lambda profile, workers: generate_many(jobs(profile), workers))
 
-@preparer('math_benchmark', missing=lambda profile: sets_missing(math_jobs(math_protocol(profile))))
-def _prepare_math_benchmark(profile: str, workers: int) -> None:
-    generate_many(math_jobs(math_protocol(profile)), workers)
+sets_preparer('math_benchmark', lambda profile: math_jobs(math_protocol(profile)))
 
 def _trained(experiment: str, params: dict, path, build: Callable[[], nn.Module], rerun: Callable[[], dict]) -> nn.Module:
     """A model a sweep trained, from its (git-ignored) checkpoint `path`. If that is gone, its trial is run again with its
@@ -268,9 +268,7 @@ def _roles_jobs(profile: str) -> list[tuple]:
     p = roles_protocol(profile)
     return math_data_jobs('arithmetic__mixed', p.n_train, p.n_val, p.n_test, seed=p.data_seed)
 
-@preparer('tp_roles', missing=lambda profile: sets_missing(_roles_jobs(profile)))
-def _prepare_tp_roles(profile: str, workers: int) -> None:
-    generate_many(_roles_jobs(profile), workers)
+sets_preparer('tp_roles', _roles_jobs)
 
 def trained_roles_model(model: str, seed: int = 0) -> TPTransformer:
     "The trained role-analysis model (see `_trained`: never a silently different one)."
