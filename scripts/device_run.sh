@@ -6,7 +6,9 @@
 # No names: the campaign's own order (least settled claims first, then the cheapest per open claim). Settings, by variable:
 # LIMIT the command's timeout_s (600); WORKERS (14, under MPS); PROFILE (gpu); DEVICE (cuda); GRAPHS auto|0|1 (auto: on only
 # if tests/test_cuda.py passes here; if only its mathematics-model graph test fails, on with those fits eager through
-# RELBOOK_GRAPHS_REFUSE=AlsoOn); PYTHON (python3); OUT (the tool's $OUT); WHEELS (.whl: the carried wheels' folder).
+# RELBOOK_GRAPHS_REFUSE=AlsoOn; the outcome is reused by a later call on the same warm machine for the same tree, see STATE);
+# PYTHON (python3); OUT (the tool's $OUT); WHEELS (.whl: the carried wheels' folder); STATE (.device_state: what a warm machine
+# keeps between calls); TEST_CUDA (the GPU check's command: tests/test_cuda.py under pytest).
 # NBTEST=1 instead runs the notebooks at smoke on the device (`make nbtest-cuda` without a venv; the wheels of
 # `NB=1 bash scripts/device_kit.sh`), NB_PATH of them (default every one), NB_WORKERS at a time (8), then tests/test_cuda.py.
 set -uo pipefail
@@ -41,14 +43,27 @@ if [ "$DEVICE" = cuda ]; then nvidia-smi --query-gpu=name,memory.used,memory.tot
 if [ "$GRAPHS" = auto ]; then
   GRAPHS=0
   if [ "$DEVICE" = cuda ]; then   # graphed against eager training, clipping included: CUDA graphs only where they agree here
-    # its log stays out of $OUT: a command sends back 8 files, and the campaign's archives may use every one
-    if timeout 180 "$PY" -m pytest -q -rf -p no:cacheprovider tests/test_cuda.py > /tmp/test_cuda.log 2>&1; then GRAPHS=1
-    elif grep -q '^FAILED' /tmp/test_cuda.log && ! grep '^FAILED' /tmp/test_cuda.log | grep -qv 'test_cuda_graph_trains_the_math_models'; then
-      # only the mathematics models' graph test failed: graphs for the rest, their fits (task AlsoOn) eager
-      GRAPHS=1; export RELBOOK_GRAPHS_REFUSE=AlsoOn
-      echo "device_run: the mathematics models' CUDA graph test failed here: their fits train eagerly, the rest graphed"
+    # The outcome is kept in $STATE (git-ignored: the tool keeps ignored paths on a warm machine between calls) under a key of
+    # this tree (commit, package and test sources, wheels): a later call on the same warm machine with the same tree reuses it
+    # instead of spending some 45 s of device time on the tests again; any change to the key runs them anew.
+    STATE=${STATE:-.device_state}; mkdir -p "$STATE"
+    key="$RELBOOK_GIT_SHA $(cat relbook/*.py tests/test_cuda.py | sha256sum | cut -c1-16) $(ls "$W" 2>/dev/null | sha256sum | cut -c1-16)"
+    if [ -f "$STATE/test_cuda.key" ] && [ "$(cat "$STATE/test_cuda.key")" = "$key" ] && [ -f "$STATE/test_cuda.verdict" ]; then
+      read -r GRAPHS refuse < "$STATE/test_cuda.verdict"
+      [ -n "${refuse:-}" ] && export RELBOOK_GRAPHS_REFUSE=$refuse
+      echo "device_run: tests/test_cuda.py ran earlier on this machine for this tree (key $key): GRAPHS=$GRAPHS${refuse:+, eager: $refuse}, not run again"
+    else
+      rm -f "$STATE/test_cuda.key"
+      # its log stays out of $OUT: a command sends back 8 files, and the campaign's archives may use every one
+      if timeout 180 ${TEST_CUDA:-"$PY" -m pytest -q -rf -p no:cacheprovider tests/test_cuda.py} > "$STATE/test_cuda.log" 2>&1; then GRAPHS=1
+      elif grep -q '^FAILED' "$STATE/test_cuda.log" && ! grep '^FAILED' "$STATE/test_cuda.log" | grep -qv 'test_cuda_graph_trains_the_math_models'; then
+        # only the mathematics models' graph test failed: graphs for the rest, their fits (task AlsoOn) eager
+        GRAPHS=1; export RELBOOK_GRAPHS_REFUSE=AlsoOn
+        echo "device_run: the mathematics models' CUDA graph test failed here: their fits train eagerly, the rest graphed"
+      fi
+      grep -v '^USDT' "$STATE/test_cuda.log" | tail -n 15
+      echo "$GRAPHS ${RELBOOK_GRAPHS_REFUSE:-}" > "$STATE/test_cuda.verdict" && echo "$key" > "$STATE/test_cuda.key"
     fi
-    grep -v '^USDT' /tmp/test_cuda.log | tail -n 15
   fi
 fi
 [ "$GRAPHS" = 1 ] && export RELBOOK_CUDA_GRAPHS=1

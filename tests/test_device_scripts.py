@@ -67,3 +67,18 @@ def test_device_run_nbtest_mode(tmp_path, source, ok):
     import re                                  # each line stamped, each notebook's start and end as they come (a cut-off run says which ended)
     assert re.search(r'^\d\d:\d\d:\d\d Starting .*planted\.ipynb$', log, re.M) and re.search(r'^\d\d:\d\d:\d\d - Completed .*planted\.ipynb$', log, re.M), log
     assert not (tmp_path / 'out' / 'campaign.tar.gz').exists()          # a notebook run starts no campaign
+
+
+def test_device_run_reuses_the_gpu_check_on_a_warm_machine(tmp_path):
+    """The GPU check (tests/test_cuda.py, here a planted command that counts its runs) runs once per tree on a warm machine: a
+    second call with the same tree reuses its outcome, graphs and all; another commit runs it again."""
+    counter, check = tmp_path / 'runs', tmp_path / 'check.sh'
+    check.write_text(f'echo run >> {counter}\necho "FAILED tests/test_cuda.py::test_cuda_graph_trains_the_math_models_as_eager_does"\nexit 1\n')
+    env = dict(DEVICE='cuda', LIMIT='60', STATE=str(tmp_path / 'state'), TEST_CUDA=f'bash {check}')   # 60 s: no campaign after it
+    first, second = (_run(tmp_path, 'order_fit', **env) for _ in range(2))
+    assert counter.read_text().count('run') == 1, (first.stdout, second.stdout)
+    for p in (first, second):    # only the mathematics graph test failed: graphs on, those fits eager, in both calls
+        assert 'CUDA graphs: 1' in p.stdout and 'under a minute left' in p.stdout, p.stdout
+    assert 'eager: AlsoOn' in second.stdout and 'not run again' in second.stdout, second.stdout
+    third = _run(tmp_path, 'order_fit', RELBOOK_GIT_SHA='def5678', **env)
+    assert counter.read_text().count('run') == 2 and 'not run again' not in third.stdout, third.stdout
