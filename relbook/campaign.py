@@ -70,10 +70,11 @@ def minutes_per_claim(e: str, n_open: dict[str, int], minutes: dict[str, float])
     return minutes[e] / max(n_open.get(e, 0), 1) if e in minutes else math.inf
 
 def plan_order(rank: dict[str, int], n_open: dict[str, int], minutes: dict[str, float]) -> list[str]:
-    """Experiments by their least settled claim's rank (`_RANK`), then by `minutes_per_claim`, cheapest first (an
-    experiment without an estimate after those with one), then by name: on short GPU loans, the run that can settle the
-    most claims per minute goes first among equally unsettled ones."""
-    return sorted(rank, key=lambda e: (rank[e], minutes_per_claim(e, n_open, minutes), e))
+    """Experiments with an open claim first, by `minutes_per_claim`, cheapest first (an experiment without an estimate after
+    those with one), then by their least settled claim's rank (`_RANK`), then by name; experiments with no open claim last:
+    on short GPU loans the run that can settle the most claims per minute goes first, and a sweep that takes several loans
+    does not hold back cheaper ones."""
+    return sorted(rank, key=lambda e: (n_open.get(e, 0) == 0, minutes_per_claim(e, n_open, minutes), rank[e], e))
 
 def plan_terms(profile: str = 'gpu', judged: Sequence | None = None) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
     """What `plan` orders by, per experiment with a claim not shown from a larger profile: its least settled claim's rank,
@@ -117,8 +118,8 @@ def uses_first(order: Sequence[str]) -> list[str]:
     return out
 
 def plan(names: Sequence[str] | None = None, profile: str = 'gpu') -> list[str]:
-    """The order a campaign runs experiments in: the given names; else by `plan_terms` in `plan_order` (least settled
-    claims first, then the fewest estimated GPU minutes per open claim). Either way an experiment whose models another
+    """The order a campaign runs experiments in: the given names; else by `plan_terms` in `plan_order` (the fewest
+    estimated GPU minutes per open claim first, then the least settled claims). Either way an experiment whose models another
     one in the order uses runs before it (`uses_first`; a named order so changed is said)."""
     if names:
         exps = load_all_experiments()
@@ -1002,8 +1003,8 @@ def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] 
     state = {**{r: v for v, r in _RANK.items()}, 3: 'provisional', 4: 'settled'}
     each = lambda n: (f"`{n}` ({state[rank[n]]}; {n_open.get(n, 0)} open claim{'' if n_open.get(n, 0) == 1 else 's'}"
                       + (f", {minutes_per_claim(n, n_open, minutes):.1f} trial-min each)" if n in minutes else ', not estimated)'))
-    if order: lines += ['', f"Without names, `relbook campaign --profile {gp['profile']}` runs these now, in this order (least settled "
-                            'claim first, then the fewest estimated GPU trial-minutes of the trials not yet stored per open claim; '
+    if order: lines += ['', f"Without names, `relbook campaign --profile {gp['profile']}` runs these now, in this order (the fewest "
+                            'estimated GPU trial-minutes of the trials not yet stored per open claim first, then the least settled claim; '
                             '[](97_campaign.ipynb)): ' + ', '.join(map(each, order)) + '.']
     missing = [n for n in order if n not in gp['experiments']]
     if missing: lines += ['', f"Not yet estimated (a campaign would run them; `relbook estimate NAME` probes them): "
@@ -1078,7 +1079,8 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '176 s, fitted in the 15 minutes). After a call, `status` says whether another can start:', '',
              '```bash',
              'RELBOOK_GIT_SHA=<commit> LIMIT=600 bash scripts/device_run.sh [NAMES]   # LIMIT: the call\'s timeout_s; '
-             'no NAMES: the campaign\'s order (below)',
+             'no NAMES: the campaign\'s order (below);',
+             '# its first experiments need cached inputs: carry them as for chapters 7 and 14 (next lines), or it leaves those out',
              '# or a campaign and the notebooks in one call (each run counts its LIMIT from its own start; the notebooks\' run '
              'then spends some 35-50 s on tests/test_cuda.py past its LIMIT: 590 s at most, within a 600 s call)',
              'RELBOOK_GIT_SHA=<commit> LIMIT=320 bash scripts/device_run.sh; '

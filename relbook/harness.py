@@ -826,7 +826,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser('claims', help='judge every claim of the ledger; write the claims page and the scoreboard')
     c.add_argument('--check', action='store_true', help='write nothing; exit 1 if the committed pages are out of date')
     g = sub.add_parser('campaign', help='run experiments in priority order within a wall-clock budget; pack the new rows')
-    g.add_argument('names', nargs='*', help='experiments, in order (default: those whose claims are least settled first, then the cheapest per open claim)')
+    g.add_argument('names', nargs='*', help='experiments, in order (default: the fewest GPU minutes per open claim first, then the least settled claims)')
     g.add_argument('--profile', default='gpu', choices=PROFILES); g.add_argument('--budget', default='24m', help="e.g. 24m, 90s, 1.5h")
     g.add_argument('--out', default='campaign.tar.gz'); g.add_argument('--workers', type=int, default=1)
     g.add_argument('--device', help='torch device, e.g. cuda or cpu')
