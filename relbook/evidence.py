@@ -486,13 +486,26 @@ def render_claims_page(frame: pd.DataFrame) -> str:
         out += [f'### {label}', '', *_claims_tables(g, link=True)]
     return '\n'.join(out)
 
-def chapter_claims(chapter: str, profile: str | None = None):
-    "The verdict cell of a chapter: its claims judged at the active profile (a table, then each claim's details)."
+def chapter_claims(chapter: str, profile: str | None = None, decisive: bool = True):
+    """The verdict cell of a chapter: its claims judged at the active profile (a table, then each claim's details). With
+    `decisive`, then those claims whose verdict on the claims page comes from another profile's runs (the page takes the
+    largest profile whose sweep is complete, e.g. a `gpu` campaign's): their verdicts there, in a second table, with our numbers,
+    so that a chapter rendered at `quick` never says less than the claims page."""
     from IPython.display import Markdown
     from relbook.core import get_profile
-    js = judge_all(chapter, profile or get_profile())
+    page = profile or get_profile()
+    js = judge_all(chapter, page)
     if not js: raise ValueError(f"chapter {chapter!r} declares no claims; known chapters: {sorted({c.chapter for c in CLAIMS.values()})}")
-    return Markdown('\n'.join(_claims_tables(claims_frame(js), link=False)))
+    out = _claims_tables(claims_frame(js), link=False)
+    other = [d for d in (judge(j.claim) for j in js) if d.profile is not None and d.profile != page] if decisive else []
+    if other:
+        f = claims_frame(other)
+        out += [f"**On the [claims page](claims.md)**, which judges each claim at the largest profile whose sweep is complete, "
+                f"{len(other)} of this chapter's {len(js)} claims are judged from other runs than this page's `{page}` ones:", '',
+                *_claims_tables(f, link=False)[:len(f) + 3]]        # the table and its closing blank line; then our numbers there
+        for _, r in f.iterrows():
+            out += [f"**{r['id']}** at `{r['profile']}`: " + (r['ours'] or 'no results') + (f" ({r['note']})" if r['note'] else '') + '.', '']
+    return Markdown('\n'.join(out))
 
 def verdict_md(claim_id: str, profile: str | None = None) -> str:
     "One claim's verdict in a phrase for the chapter's prose, e.g. '**supports the paper** (+0.062 [+0.011, +0.113], 5 seeds)'."
