@@ -160,9 +160,10 @@ def test_plateau_check_keeps_its_budget(monkeypatch):
     assert (seen[1].max_steps, seen[1].patience, seen[1].monitor) == (so.PLATEAU_STEPS, None, 'loss') and so.PLATEAU_STEPS == 10_000
     assert (seen[2].max_steps, seen[2].patience, seen[2].monitor) == (20_000, None, 'loss')
     cells, seeds, cap = so.plateau_protocol('gpu')
-    assert cells == {'Ablation': [1000, 500], 'Transformer': [500]} and seeds == 5 and cap is None
+    assert cells == {'Abstractor': [250], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500]} and seeds == 5 and cap is None
     cells, seeds, cap = so.plateau_protocol('quick')
-    assert cells['Ablation'] == [1000, 500] and all(cells[m] == [500] for m in ('Abstractor', 'Transformer'))
+    assert cells['Ablation'] == [250, 1000, 500] and all(cells[m] == [250, 500] for m in ('Abstractor', 'Transformer'))
+    assert all(sizes[0] == 250 for sizes in cells.values()) and list(cells)[0] == 'Abstractor'   # the smallest size first
     assert (seeds, cap) == (3, so.PLATEAU_STEPS)
 
 
