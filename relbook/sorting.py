@@ -158,8 +158,8 @@ def plateau_protocol(profile: str | None = None) -> tuple[dict, int, int | None]
     seeds on a low plateau, the Ablation model at 1,000 and the Transformer at 500 (other seeds of the same cell left it, after
     up to 19,825 updates), and the Ablation model at 500 (every seed stopped); 5 seeds; the sweep's whole budget, 20,000.
     Both, since 2026-11-28: the three models at 250 sequences, the smallest size, where patience stopped every run of both
-    sweeps at its first chance, and where a rerun of the quick Abstractor's seed 0 on other threads left the plateau (the
-    note after the one-model cell). Listed first, so that a run of the check does them first."""
+    sweeps at its first chance, and where the quick Abstractor, trained on seed 0's data from two other draws of its
+    initial weights, left the plateau and sorted (the note after the one-model cell). Listed first, so that a run of the check does them first."""
     decisive = ({'Abstractor': [250], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500]}, 5, None)
     return by_profile(smoke=({'Abstractor': [sorting_protocol('smoke').sizes[0]]}, 1, PLATEAU_STEPS),
                       quick=({'Abstractor': [250, 500], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500]}, 3, PLATEAU_STEPS),
