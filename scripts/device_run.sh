@@ -3,7 +3,7 @@
 # there: install the carried wheels, check graphed training on this GPU, run a campaign in what is left of the command's
 # time limit, and leave its archives in $OUT. Every call: carry [".whl"] (and any checkpoint folders a run resumes from).
 #   RELBOOK_GIT_SHA=$(git rev-parse --short HEAD) LIMIT=600 bash scripts/device_run.sh [EXPERIMENT ...]
-# No names: the campaign's own order (least settled claims first, then the cheapest per open claim). Settings, by variable:
+# No names: the campaign's own order (the fewest GPU minutes per open claim first, then the least settled). Settings, by variable:
 # LIMIT the command's timeout_s (600); WORKERS (14, under MPS); PROFILE (gpu); DEVICE (cuda); GRAPHS auto|0|1 (auto: on only
 # if tests/test_cuda.py passes here; if only its mathematics-model graph test fails, on with those fits eager through
 # RELBOOK_GRAPHS_REFUSE=AlsoOn; the outcome is reused by a later call on the same warm machine for the same tree, see STATE);
