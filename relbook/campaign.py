@@ -17,11 +17,12 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
 __all__ = ['PREPARERS', 'MISSING', 'USES', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING',
            'INTERIM_S', 'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
            'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED',
-           'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'parse_budget', 'preparer', 'unprepared', 'prepare',
-           'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack', 'pack_carried', 'merge',
-           'HardStop', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials', 'trial_seconds',
-           'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting', 'graph_gains',
-           'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook']
+           'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'QUICK_TARGET_MIN', 'parse_budget', 'preparer',
+           'unprepared', 'prepare', 'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack',
+           'pack_carried', 'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials',
+           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting',
+           'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook',
+           'chapter_of', 'quick_cost_frame']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -1017,8 +1018,9 @@ def load_gpu_plan(path: str | Path | None = None) -> dict | None:
     return json.loads(p.read_text()) if p.exists() else None
 
 def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput: Sequence[dict] | None = None,
-                   judged: Sequence | None = None) -> str:
-    "The 'Reproduce on a GPU' page: the commands, then what each experiment has cost where it ran (measured, never guessed)."
+                   judged: Sequence | None = None, chapter_costs: pd.DataFrame | None = None) -> str:
+    """The 'Reproduce on a GPU' page: the commands, then what each experiment has cost where it ran (measured, never guessed),
+    and what each chapter's `quick` experiments cost (`chapter_costs`, default `quick_cost_frame()`)."""
     gp = gpu_plan if gpu_plan is not None else load_gpu_plan()
     tp = load_throughput() if throughput is None else throughput
     setting = _setting(tp, gp['workers'] if gp else 4)
@@ -1146,5 +1148,61 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '| experiment | module | quick | gpu | full |', '|---|---|---|---|---|']
     for _, r in frame.iterrows():
         lines.append(f"| `{r['experiment']}` | `{r['module']}` | {r['quick']} | {r['gpu']} | {r['full']} |")
+    lines += _quick_cost_lines(quick_cost_frame() if chapter_costs is None else chapter_costs)
     if gp: lines += _plan_lines(gp, setting, slowdown(tp), judged)
     return '\n'.join(lines) + '\n'
+
+# %% ../nbs/97_campaign.ipynb #c021q
+QUICK_TARGET_MIN = 60.0   # the book's aim: a chapter's `quick` experiments within about an hour on 2 CPU cores
+
+def chapter_of(module: str) -> str:
+    "The notebook (file stem) that exports a relbook module, from the line nbdev writes at the module's top; the module's name if none."
+    import importlib
+    head = Path(importlib.import_module(module).__file__).read_text().splitlines()[:6]
+    m = next((m for l in head if (m := re.search(r'File to edit: \.\./nbs/([\w.-]+)\.ipynb', l))), None)
+    return m.group(1) if m else module
+
+def quick_cost_frame(profile: str = 'quick', cores: int = 2) -> pd.DataFrame:
+    """Per chapter, the measured cost of its experiments at `profile` as the code now stands: trials stored of those its sweeps
+    plan (None: an experiment without a sweep), the trial-minutes of the stored ones (wall times summed; a resumed trial
+    counts every process that worked on it) and the least wall time on `cores` cores (trial-minutes / cores: workers that
+    never wait). Rows that a protocol change left behind are history (`current_rows`) and not counted."""
+    from relbook.evidence import current_rows, sweep_coverage
+    check_choice(profile, 'profile', PROFILES); check_positive(cores, 'cores')
+    out = {}
+    for name, mod in _book_experiments().items():
+        rows, cov = current_rows(name, profile), sweep_coverage(name, profile)
+        if rows.empty: continue
+        minutes = float(pd.to_numeric(rows.get('wall_time_s'), errors='coerce').fillna(0).sum()) / 60
+        e = out.setdefault(chapter_of(mod), dict(experiments=[], stored=0, planned=0, whole=True, trial_min=0.0, devices=set()))
+        e['experiments'].append(f"{name} ({len(rows)}" + (f" of {cov[1]})" if cov else ')'))
+        e['stored'] += len(rows); e['trial_min'] += minutes
+        e['devices'] |= set(rows['device'].astype(str)) if 'device' in rows else {'?'}
+        if cov: e['planned'] += cov[1]; e['whole'] &= cov[0] == cov[1]
+        else: e['planned'] += len(rows)
+    return pd.DataFrame([dict(chapter=ch, experiments=', '.join(e['experiments']), stored=e['stored'], planned=e['planned'],
+                              whole=e['whole'], devices=', '.join(sorted(e['devices'])), trial_min=round(e['trial_min'], 1),
+                              least_wall_min=round(e['trial_min'] / cores, 1))
+                         for ch, e in sorted(out.items())])
+
+def _quick_cost_lines(cc: pd.DataFrame, profile: str = 'quick', cores: int = 2) -> list[str]:
+    "The runbook's table of what each chapter's `profile` experiments cost, measured, against the book's hour on `cores` cores."
+    if cc.empty: return []
+    over = cc[cc.least_wall_min > QUICK_TARGET_MIN]
+    lines = ['', f'## The `{profile}` profile, chapter by chapter (measured)', '',
+             f'What each chapter\'s `{profile}` experiments cost as the code now stands: their trials stored, of those the sweeps '
+             f'plan, and the sum of their wall times, with the least wall time on {cores} CPU cores (trial-minutes over {cores}: '
+             f'workers that never wait). Rows that a protocol change left behind are history and are not counted; some trials '
+             f'shared their cores with other work, which makes these times longer than on idle cores. The book aims at about '
+             f'{QUICK_TARGET_MIN:.0f} minutes a chapter on {cores} cores; '
+             + (f"{len(over)} of {len(cc)} chapters are over it ({', '.join(f'[]({c}.ipynb)' for c in over.chapter)}), "
+                f"{over.least_wall_min.sum() / 60:.1f} hours on {cores} cores between them: a reader who reruns them from an empty "
+                f"store needs at least that time, while re-executing a chapter whose rows are stored loads them. "
+                if len(over) else 'every chapter is within it. '),
+             '', f'| chapter | experiments (trials stored of planned) | trial-min | on {cores} cores, at least (min) | devices |',
+             '|---|---|---|---|---|']
+    for r in cc.itertuples():
+        flag = ' **over the hour**' if r.least_wall_min > QUICK_TARGET_MIN else ''
+        part = '' if r.whole else f' (sweeps not whole: {r.stored} of {r.planned})'
+        lines.append(f"| []({r.chapter}.ipynb) | {r.experiments} | {r.trial_min:,.1f}{part} | {r.least_wall_min:,.1f}{flag} | {r.devices} |")
+    return lines
