@@ -1174,14 +1174,13 @@ def quick_cost_frame(profile: str = 'quick', cores: int = 2) -> pd.DataFrame:
         rows, cov = current_rows(name, profile), sweep_coverage(name, profile)
         if rows.empty: continue
         minutes = float(pd.to_numeric(rows.get('wall_time_s'), errors='coerce').fillna(0).sum()) / 60
-        e = out.setdefault(chapter_of(mod), dict(experiments=[], stored=0, planned=0, whole=True, trial_min=0.0, devices=set()))
+        e = out.setdefault(chapter_of(mod), dict(experiments=[], stored=0, planned=0, trial_min=0.0, devices=set()))
         e['experiments'].append(f"{name} ({len(rows)}" + (f" of {cov[1]})" if cov else ')'))
         e['stored'] += len(rows); e['trial_min'] += minutes
         e['devices'] |= set(rows['device'].astype(str)) if 'device' in rows else {'?'}
-        if cov: e['planned'] += cov[1]; e['whole'] &= cov[0] == cov[1]
-        else: e['planned'] += len(rows)
+        e['planned'] += cov[1] if cov else len(rows)
     return pd.DataFrame([dict(chapter=ch, experiments=', '.join(e['experiments']), stored=e['stored'], planned=e['planned'],
-                              whole=e['whole'], devices=', '.join(sorted(e['devices'])), trial_min=round(e['trial_min'], 1),
+                              devices=', '.join(sorted(e['devices'])), trial_min=round(e['trial_min'], 1),
                               least_wall_min=round(e['trial_min'] / cores, 1))
                          for ch, e in sorted(out.items())])
 
@@ -1203,6 +1202,6 @@ def _quick_cost_lines(cc: pd.DataFrame, profile: str = 'quick', cores: int = 2) 
              '|---|---|---|---|---|']
     for r in cc.itertuples():
         flag = ' **over the hour**' if r.least_wall_min > QUICK_TARGET_MIN else ''
-        part = '' if r.whole else f' (sweeps not whole: {r.stored} of {r.planned})'
+        part = '' if r.stored == r.planned else f' (sweeps not whole: {r.stored} of {r.planned})'
         lines.append(f"| []({r.chapter}.ipynb) | {r.experiments} | {r.trial_min:,.1f}{part} | {r.least_wall_min:,.1f}{flag} | {r.devices} |")
     return lines

@@ -326,6 +326,10 @@ def _in_cells(df: pd.DataFrame) -> pd.Series:
     return pd.Series([pd.notna(n) and (m, int(n)) in cells.get(p, ()) for m, n, p in zip(df['model'], df['n_train'], df['profile'])],
                      index=df.index)
 
+def _cells_text(cells) -> str:
+    "(model, size) cells as the notes name them: 'Ablation at 1,000, Abstractor at 250'."
+    return ', '.join(f'{m} at {k:,}' for m, k in cells)
+
 def _plateau(ev: Evidence) -> Evidence:
     """Every claim of this chapter: a run's patience stop counts by its rule and its cell (`with_budget`); the note names the
     runs of the loss rule, the stops of cells the plateau check found wanting, or that no check ran at the rows' profile."""
@@ -337,9 +341,9 @@ def _plateau(ev: Evidence) -> Evidence:
     profiles = rows['profile'].dropna().unique() if 'profile' in rows else []
     for p in profiles:
         cells = plateau_cells(str(p))
-        if cells is None: notes.append(PLATEAU_UNCHECKED.format(p=p, cells=', '.join(f'{m} at {k:,}' for m, k in plateau_cells('quick') or ()) or 'no cell'))
+        if cells is None: notes.append(PLATEAU_UNCHECKED.format(p=p, cells=_cells_text(plateau_cells('quick') or ()) or 'no cell'))
         elif (n := int((hit & rows['profile'].eq(p)).sum())):
-            notes.append(PLATEAU_LEFT.format(p=p, n=n, cells=', '.join(f'{m} at {k:,}' for m, k in cells)))
+            notes.append(PLATEAU_LEFT.format(p=p, n=n, cells=_cells_text(cells)))
     ev.note = '; '.join(notes)
     return ev
 
