@@ -18,15 +18,15 @@ from .evidence import Evidence, claim, compare, conditions, convergence
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN',
            'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'PLATEAU_TOL', 'SECTION_5A', 'SECTION_5B',
            'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'PLATEAU_LEFT', 'PLATEAU_UNCHECKED',
-           'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects',
-           'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'sorting_model',
-           'SortingProtocol', 'sorting_protocol', 'plateau_protocol', 'protocol_splits', 'transfer_weights',
-           'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting', 'size_to_reach', 'evaluate_sorting',
-           'plateau_cells', 'with_budget', 'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial',
-           'object_sorting_experiment', 'rng_kept', 'pretraining_trial', 'sorting_pretraining_experiment',
-           'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal', 'corrupt_objects',
-           'robustness_trial', 'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
-           'sorting_robustness_experiment', 'robustness_long']
+           'PLATEAU_UNCHECKED_NONE', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'ROBUST_LEVELS',
+           'SortingObjects', 'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits',
+           'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol',
+           'protocol_splits', 'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting',
+           'size_to_reach', 'evaluate_sorting', 'plateau_cells', 'with_budget', 'retained', 'informative_levels',
+           'robustness_by_level', 'sorting_trial', 'object_sorting_experiment', 'rng_kept', 'pretraining_trial',
+           'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal',
+           'corrupt_objects', 'robustness_trial', 'robustness_eval', 'dropout_redraw_trial',
+           'sorting_dropout_redraw_experiment', 'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -292,9 +292,10 @@ SECTION_8 = 'Experiment 3: robustness to corrupted objects (Figure 8)'
 CONVERGENCE = ('best_step', 'max_steps')     # the restored model's step and the run's step budget (rows of train_sorting)
 # The plateau check (`sorting_no_patience`) showed patience on the validation *loss* stopping runs on a plateau that they
 # leave when trained on; patience on the validation *accuracy* (the official script's monitor, SORTING_TRAIN) did not stop
-# any of them early at 500 sequences, but at 1,000 (the Ablation model) it stopped runs that were still improving, slowly.
+# any of them early at 500 sequences, but at 1,000 (the Ablation model) and at 250 it stopped runs that were still improving.
 # So a row's patience stop counts as converged only under the accuracy rule, and only outside the (model, size) cells where
-# the plateau check of the row's profile found that rule giving up more than PLATEAU_TOL of validation accuracy: rows of
+# the plateau check of the row's profile found that rule giving up more than PLATEAU_TOL of validation accuracy (at a
+# profile with no check yet: the cells the `quick` check found, since a stop there is as suspect until checked): rows of
 # the loss rule (`monitor` 'loss', or no `monitor`: rows from before the change) and the stops of such cells count as
 # still improving, and a verdict resting on one is provisional.
 PATIENCE_CONVERGES = 'patience_converges'      # the field of a row (set by with_budget) that decides it, row by row
@@ -308,8 +309,10 @@ def _rule(df: pd.DataFrame, prefix: str = '') -> pd.Series:
 
 PLATEAU_LEFT = ('the plateau check at `{p}` found the accuracy rule stopping runs that went on to improve ({cells}): '
                 'the {n} patience stops of those cells count as still improving')
-PLATEAU_UNCHECKED = ('no plateau check at `{p}`: its patience stops count as converged, although the `quick` check found the '
-                     'rule stopping runs that went on to improve in {cells}, not yet checked at `{p}`')
+PLATEAU_UNCHECKED = ('no plateau check at `{p}` yet; the `quick` check found the accuracy rule stopping runs that went on to '
+                     'improve in {cells}: until checked at `{p}`, the {n} patience stops of those cells count as still improving')
+PLATEAU_UNCHECKED_NONE = ('no plateau check at `{p}` yet; no patience stop of these rows lies in the cells where the `quick` '
+                          'check found the accuracy rule stopping runs too early ({cells})')
 
 def plateau_cells(profile: str) -> list[tuple[str, int]] | None:
     """The (model, training-set size) cells where the plateau check at `profile` found the accuracy rule giving up more than
@@ -319,10 +322,16 @@ def plateau_cells(profile: str) -> list[tuple[str, int]] | None:
     left = check[check['lost'] > PLATEAU_TOL]
     return sorted(set(zip(left['model'], left['n_train'].astype(int))))
 
+def _wanting(profile: str) -> tuple[list[tuple[str, int]], bool]:
+    "The cells whose patience stops count as still improving at `profile`, and whether `profile` had its own check (else quick's)."
+    cells = plateau_cells(profile)
+    return (cells, True) if cells is not None else (plateau_cells('quick') or [], False)
+
 def _in_cells(df: pd.DataFrame) -> pd.Series:
-    "Per row: does it lie in a cell where the plateau check of its own profile found the accuracy rule stopping runs too early?"
+    """Per row: does it lie in a cell where the plateau check of its own profile (of `quick`, where its profile has none yet)
+    found the accuracy rule stopping runs too early?"""
     if not len(df) or not {'model', 'n_train', 'profile'} <= set(df.columns): return pd.Series(False, index=df.index)
-    cells = {p: set(plateau_cells(str(p)) or ()) for p in df['profile'].dropna().unique()}
+    cells = {p: set(_wanting(str(p))[0]) for p in df['profile'].dropna().unique()}
     return pd.Series([pd.notna(n) and (m, int(n)) in cells.get(p, ()) for m, n, p in zip(df['model'], df['n_train'], df['profile'])],
                      index=df.index)
 
@@ -340,17 +349,18 @@ def _plateau(ev: Evidence) -> Evidence:
     hit = ~old & ~rows[PATIENCE_CONVERGES].astype(bool) & rows['stopped_early'].eq(True)   # stops of a cell the check found wanting
     profiles = rows['profile'].dropna().unique() if 'profile' in rows else []
     for p in profiles:
-        cells = plateau_cells(str(p))
-        if cells is None: notes.append(PLATEAU_UNCHECKED.format(p=p, cells=_cells_text(plateau_cells('quick') or ()) or 'no cell'))
-        elif (n := int((hit & rows['profile'].eq(p)).sum())):
-            notes.append(PLATEAU_LEFT.format(p=p, n=n, cells=_cells_text(cells)))
+        cells, own = _wanting(str(p))
+        n = int((hit & rows['profile'].eq(p)).sum())
+        if not own: notes.append((PLATEAU_UNCHECKED if n else PLATEAU_UNCHECKED_NONE).format(p=p, n=n, cells=_cells_text(cells) or 'none'))
+        elif n: notes.append(PLATEAU_LEFT.format(p=p, n=n, cells=_cells_text(cells)))
     ev.note = '; '.join(notes)
     return ev
 
 def with_budget(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of the object-sorting experiments, checked to carry what the convergence rule reads (best step, budget, early
     stop), with the field that says whether each row's patience stop counts (`PATIENCE_CONVERGES`): a stop of the accuracy
-    rule, outside the cells where the plateau check of the row's profile found that rule stopping runs too early."""
+    rule, outside the cells where the plateau check of the row's profile (of `quick` where it has none) found that rule stopping
+    runs too early."""
     missing = [k for k in (*CONVERGENCE, 'stopped_early') if k not in df.columns]
     if missing and len(df): raise ValueError(f"sorting rows lack {missing}: rows of an older protocol; rerun the sweep")
     return df.assign(**{PATIENCE_CONVERGES: _rule(df) & ~_in_cells(df)})

@@ -197,8 +197,26 @@ def test_a_plateau_the_check_sees_runs_left_makes_the_cells_stops_count_as_still
     hit = (ev.rows.model == 'Ablation') & (ev.rows.n_train == 1000)
     assert (conv[hit] == 'still improving').all() and (conv[~hit] == 'converged').all()
     assert 'Ablation at 1,000' in ev.note and 'the 3 patience stops' in ev.note
-    # a check at another profile says nothing about these rows
+    # rows of a profile with no check of its own (gpu): the quick check's cells stand in until one runs there
     assert so.plateau_check('gpu') is None
+    gpu = rows.assign(profile='gpu')
+    ev = CLAIMS['sorting-abstractor-vs-ablation'].evaluate(gpu)
+    conv = pd.Series([convergence(r, *so.CONVERGENCE, patience_converges=ev.patience_converges) for r in ev.rows.to_dict('records')],
+                     index=ev.rows.index)
+    assert (conv[hit] == 'still improving').all() and (conv[~hit] == 'converged').all()
+    assert 'no plateau check at `gpu` yet' in ev.note and 'the 3 patience stops' in ev.note and 'Ablation at 1,000' in ev.note
+    # rows outside the quick check's cells: converged, and the note says none lies in them
+    ev = CLAIMS['sorting-abstractor-vs-ablation'].evaluate(gpu[gpu.n_train == 500])
+    assert all(convergence(r, *so.CONVERGENCE, patience_converges=ev.patience_converges) == 'converged'
+               for r in ev.rows.to_dict('records'))
+    assert 'no patience stop of these rows lies in the cells' in ev.note
+    # once gpu has its own check, it alone decides gpu's rows: one that gives up nothing at 1,000 clears the cell there
+    store_for('sorting_no_patience', 'gpu').append_row(_no_patience_row('Ablation', 1000, 0, [0.5, 0.6] + [0.55] * (p + 5), profile='gpu'))
+    assert so.plateau_cells('gpu') == [] and so.plateau_cells('quick') == [('Ablation', 1000)]
+    ev = CLAIMS['sorting-abstractor-vs-ablation'].evaluate(gpu)
+    assert all(convergence(r, *so.CONVERGENCE, patience_converges=ev.patience_converges) == 'converged'
+               for r in ev.rows.to_dict('records'))
+    assert 'no plateau check' not in ev.note
 
 
 def test_a_cached_model_is_trained_by_one_process_at_a_time(tmp_path):
