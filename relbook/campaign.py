@@ -14,8 +14,8 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'MISSING', 'USES', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED', 'PENDING',
-           'INTERIM_S', 'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
+__all__ = ['PREPARERS', 'MISSING', 'CHECKS', 'USES', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED',
+           'PENDING', 'INTERIM_S', 'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
            'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED',
            'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'QUICK_TARGET_MIN', 'parse_budget', 'preparer',
            'unprepared', 'prepare', 'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack',
@@ -77,11 +77,17 @@ def plan_order(rank: dict[str, int], n_open: dict[str, int], minutes: dict[str, 
     does not hold back cheaper ones."""
     return sorted(rank, key=lambda e: (n_open.get(e, 0) == 0, minutes_per_claim(e, n_open, minutes), rank[e], e))
 
+# experiment -> the experiments whose convergence it checks. Its rows are no claim's evidence, but they decide whether those
+# experiments' stops count as converged, so a *provisional* claim of theirs is an open claim of the check's too (chapter 5's
+# plateau check: until it has `gpu` rows, the `gpu` stops in the cells its `quick` rows found wanting count as still improving)
+CHECKS = {'sorting_no_patience': ('object_sorting', 'sorting_pretraining')}
+
 def plan_terms(profile: str = 'gpu', judged: Sequence | None = None) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
     """What `plan` orders by, per experiment with a claim not shown from a larger profile: its least settled claim's rank,
-    its open (not settled) claims, and (at `gpu`) the estimated GPU trial-minutes of its trials not yet stored. A `gpu`
-    sweep whose trials are all stored is left out: it has nothing to run. `judged`: `judge_all()`'s judgements, if the caller
-    has them already (`relbook claims` judges every claim once for its pages)."""
+    its open (not settled) claims, and (at `gpu`) the estimated GPU trial-minutes of its trials not yet stored. A check
+    (`CHECKS`) counts the provisional claims of the experiments it checks. A `gpu` sweep whose trials are all stored is left
+    out: it has nothing to run. `judged`: `judge_all()`'s judgements, if the caller has them already (`relbook claims` judges
+    every claim once for its pages)."""
     from relbook.evidence import judge_all, sweep_coverage, PROFILE_ORDER
     exps = load_all_experiments()
     rank: dict[str, int] = {}; n_open: dict[str, int] = {}
@@ -91,6 +97,8 @@ def plan_terms(profile: str = 'gpu', judged: Sequence | None = None) -> tuple[di
         r = _RANK.get(j.verdict, 3 if j.provisional else 4)
         for e in j.claim.experiments:
             rank[e] = min(rank.get(e, 5), r); n_open[e] = n_open.get(e, 0) + (r < 4)
+        for e, checked in CHECKS.items():
+            if j.provisional and set(checked) & set(j.claim.experiments): rank[e] = min(rank.get(e, 5), r); n_open[e] = n_open.get(e, 0) + 1
     rank, minutes = {e: r for e, r in rank.items() if e in exps}, {}
     if profile != 'gpu': return rank, n_open, minutes
     gp = load_gpu_plan() or {'experiments': {}}
