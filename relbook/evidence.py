@@ -15,10 +15,10 @@ from .core import repo_root, check_choice, PROFILES
 from .harness import store_for
 
 # %% auto #0
-__all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'CLAIMS_PAGE', 'CLAIMS_DATA',
-           'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select', 'at_largest',
-           'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement', 'sweep_coverage',
-           'current_rows', 'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard',
+__all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'DECISIVE', 'CLAIMS_PAGE',
+           'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select',
+           'at_largest', 'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement',
+           'sweep_coverage', 'current_rows', 'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard',
            'render_claims_page', 'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict', 'build_claims',
            'write_claims']
 
@@ -354,15 +354,20 @@ def _incomplete(c: Claim, profile: str) -> str:
     short = [(e, cov) for e in c.experiments if (cov := sweep_coverage(e, profile)) and cov[0] < cov[1]]
     return '; '.join(f"`{profile}` sweep of {e}: {h} of {n} trials stored" for e, (h, n) in short)
 
+DECISIVE = 'gpu'   # the profile that settles the book's claims: a planned sweep there with nothing stored yet is named too
+
 def judge(c: Claim, profile: str | None = None) -> Judgement:
     """Judge a claim from the results store of `profile` (default: the largest profile whose sweep is complete: a sweep still
-    running, or cut short, would judge on a subset of its sizes or seeds; it is named in `pending`). Asked for one profile,
-    it judges what is stored there and marks an incomplete sweep `partial`."""
+    running, or cut short, would judge on a subset of its sizes or seeds; it is named in `pending`, and so is a `DECISIVE`
+    sweep that is planned and has nothing stored yet). Asked for one profile, it judges what is stored there and marks an
+    incomplete sweep `partial`."""
     profiles, pending = (profile,) if profile else PROFILE_ORDER[:-1], []
     for p in profiles:
         if c.profiles and p not in c.profiles: continue              # rows at this profile cannot judge the claim
         frames = [current_rows(e, p) for e in c.experiments]        # flat rows of the current grid; empty if it never ran
-        if all(f.empty for f in frames): continue
+        if all(f.empty for f in frames):
+            if p == DECISIVE and not profile and (gap := _incomplete(c, p)): pending.append(gap)   # planned, nothing stored yet
+            continue
         if (gap := _incomplete(c, p)) and not profile:
             pending.append(gap); continue
         df = pd.concat([f for f in frames if not f.empty], ignore_index=True)
