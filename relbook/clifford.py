@@ -146,7 +146,7 @@ CliffordAlgebra.product, CliffordAlgebra.grade, CliffordAlgebra.reverse = _produ
 CliffordAlgebra.magnitude, CliffordAlgebra.wedge = _magnitude, _wedge
 
 # %% ../nbs/08_clifford.ipynb #f4dbae37
-MAX_LEIBNIZ = 5   # k ≤ 5: expand det G over permutations (120 terms); larger k: Π G_ii − det G
+MAX_LEIBNIZ = 5   # k ≤ 5: Π G_ii − det G expanded over the k! − 1 non-identity permutations (119 at k = 5); larger k: Π G_ii − det G
 
 def gram_matrix(*vectors: torch.Tensor,  # k tensors (..., d), broadcasting
                 ) -> torch.Tensor:       # (..., k, k) G_ij = v_i·v_j
