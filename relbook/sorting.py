@@ -130,8 +130,8 @@ def sorting_protocol(profile: str | None = None) -> SortingProtocol:
     return by_profile(
         smoke=SortingProtocol([100, 300], [100], 128, 1, 1, 64, 128, 2, 4, 2, 2, 300, 300, 2),
         quick=SortingProtocol([250, 500, 1000, 2000], [250, 500, 1000], 128, 3, 5, 256, 512, 400, 20000, 50, 20, 3000, 3000, 3),
-        # gpu: the run that decides §4.2. Sizes: the quick curves' transition (no model sorts a sequence at 250, the Transformer's
-        # seeds split at 500, every model is near 1.0 by 1,000) and the paper's 3,000, where the robustness study takes its
+        # gpu: the run that decides §4.2. Sizes: the quick curves' transition (no model sorts more than a few percent at 250, the
+        # Transformer's seeds split at 500, the Abstractor and Transformer are near 1.0 by 1,000, the Ablation model's seeds split there) and the paper's 3,000, where the robustness study takes its
         # models; 5 seeds. Priced by `relbook estimate` from the quick sweeps' stopping points (runbook page): Figure 5a with
         # robustness, and pre-training, each a little over one 25-minute H100 run over 4 workers (campaigns resume)
         gpu=SortingProtocol([250, 500, 1000, 3000], [250, 500, 1000],
