@@ -18,8 +18,8 @@ from .evidence import Evidence, claim, compare, conditions, convergence
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN',
            'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'PLATEAU_TOL', 'SECTION_5A', 'SECTION_5B',
            'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'PLATEAU_LEFT', 'PLATEAU_UNCHECKED',
-           'PLATEAU_UNCHECKED_NONE', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS', 'ROBUST_LEVELS',
-           'SortingObjects', 'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits',
+           'PLATEAU_UNCHECKED_NONE', 'PLATEAU_PARTIAL', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS',
+           'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits',
            'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol',
            'protocol_splits', 'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting',
            'size_to_reach', 'evaluate_sorting', 'plateau_cells', 'with_budget', 'retained', 'informative_levels',
@@ -313,6 +313,8 @@ PLATEAU_UNCHECKED = ('no plateau check at `{p}` yet; the `quick` check found the
                      'improve in {cells}: until checked at `{p}`, the {n} patience stops of those cells count as still improving')
 PLATEAU_UNCHECKED_NONE = ('no plateau check at `{p}` yet; no patience stop of these rows lies in the cells where the `quick` '
                           'check found the accuracy rule stopping runs too early ({cells})')
+PLATEAU_PARTIAL = ('the plateau check at `{p}` has not yet run every seed of {cells}, where the `quick` check found the accuracy '
+                   'rule stopping runs that went on to improve: the {n} patience stops there count as still improving')
 
 def plateau_cells(profile: str) -> list[tuple[str, int]] | None:
     """The (model, training-set size) cells where the plateau check at `profile` found the accuracy rule giving up more than
@@ -322,18 +324,34 @@ def plateau_cells(profile: str) -> list[tuple[str, int]] | None:
     left = check[check['lost'] > PLATEAU_TOL]
     return sorted(set(zip(left['model'], left['n_train'].astype(int))))
 
-def _wanting(profile: str) -> tuple[list[tuple[str, int]], bool]:
-    "The cells whose patience stops count as still improving at `profile`, and whether `profile` had its own check (else quick's)."
-    cells = plateau_cells(profile)
-    return (cells, True) if cells is not None else (plateau_cells('quick') or [], False)
+def _checked(profile: str) -> set[tuple[str, int]]:
+    "The (model, size) cells the plateau check at `profile` has run with every seed its protocol plans."
+    check = plateau_check(profile)
+    if check is None: return set()
+    seeds = set(range(plateau_protocol(profile)[1]))
+    return {(m, int(n)) for (m, n), s in check.groupby(['model', 'n_train'])['seed'] if seeds <= set(s.astype(int))}
+
+def _wanting(profile: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]], bool]:
+    """The cells whose patience stops count as still improving at `profile`: those its own plateau check found wanting, and
+    (standing in) those the `quick` check found wanting that the check at `profile` has not run with every seed; and whether
+    `profile` has a check of its own at all. A partial check decides only the cells it has finished."""
+    own = plateau_cells(profile)
+    quick = [] if profile == 'quick' else [c for c in plateau_cells('quick') or [] if c not in _checked(profile)]
+    return own or [], sorted(set(quick) - set(own or [])), own is not None
 
 def _in_cells(df: pd.DataFrame) -> pd.Series:
-    """Per row: does it lie in a cell where the plateau check of its own profile (of `quick`, where its profile has none yet)
-    found the accuracy rule stopping runs too early?"""
+    """Per row: does it lie in a cell where the plateau check of its own profile found the accuracy rule stopping runs too
+    early, or (standing in, until that check has run the cell with every seed) the `quick` check did?"""
     if not len(df) or not {'model', 'n_train', 'profile'} <= set(df.columns): return pd.Series(False, index=df.index)
-    cells = {p: set(_wanting(str(p))[0]) for p in df['profile'].dropna().unique()}
+    cells = {p: set(w[0]) | set(w[1]) for p in df['profile'].dropna().unique() for w in [_wanting(str(p))]}
     return pd.Series([pd.notna(n) and (m, int(n)) in cells.get(p, ()) for m, n, p in zip(df['model'], df['n_train'], df['profile'])],
                      index=df.index)
+
+def _cell_in(df: pd.DataFrame, cells) -> pd.Series:
+    "Per row: is its (model, training-set size) one of `cells`? (False for rows without those columns.)"
+    if not {'model', 'n_train'} <= set(df.columns): return pd.Series(False, index=df.index)
+    cells = set(cells)
+    return pd.Series([pd.notna(n) and (m, int(n)) in cells for m, n in zip(df['model'], df['n_train'])], index=df.index)
 
 def _cells_text(cells) -> str:
     "(model, size) cells as the notes name them: 'Ablation at 1,000, Abstractor at 250'."
@@ -349,10 +367,14 @@ def _plateau(ev: Evidence) -> Evidence:
     hit = ~old & ~rows[PATIENCE_CONVERGES].astype(bool) & rows['stopped_early'].eq(True)   # stops of a cell the check found wanting
     profiles = rows['profile'].dropna().unique() if 'profile' in rows else []
     for p in profiles:
-        cells, own = _wanting(str(p))
-        n = int((hit & rows['profile'].eq(p)).sum())
-        if not own: notes.append((PLATEAU_UNCHECKED if n else PLATEAU_UNCHECKED_NONE).format(p=p, n=n, cells=_cells_text(cells) or 'none'))
-        elif n: notes.append(PLATEAU_LEFT.format(p=p, n=n, cells=_cells_text(cells)))
+        found, standin, own = _wanting(str(p))
+        at = lambda cells: int((hit & rows['profile'].eq(p) & _cell_in(rows, cells)).sum())
+        if not own:
+            n = at(standin)
+            notes.append((PLATEAU_UNCHECKED if n else PLATEAU_UNCHECKED_NONE).format(p=p, n=n, cells=_cells_text(standin) or 'none'))
+            continue
+        if (n := at(found)): notes.append(PLATEAU_LEFT.format(p=p, n=n, cells=_cells_text(found)))
+        if (n := at(standin)): notes.append(PLATEAU_PARTIAL.format(p=p, n=n, cells=_cells_text(standin)))
     ev.note = '; '.join(notes)
     return ev
 
