@@ -478,10 +478,12 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            "*contradicts the paper* when the interval excludes no effect on one side, *inconclusive* when it allows both, "
            '*insufficient data* with fewer than 3 seeds, and *not run* when no results exist yet. *Provisional* marks a verdict that rests on '
            'a trial whose best model came in the last 10 % of its training budget (still improving), or one that patience '
-           'stopped under a stopping rule shown to stop runs on a plateau they later leave (chapter 5’s first rule). Where a claim gives '
+           'stopped under a stopping rule shown to stop runs on a plateau they later leave (chapter 5’s first rule), or in a '
+           '(model, size) cell where a plateau check found the rule stopping runs too early (chapter 5). Where a claim gives '
            'a size ("≥ 2×", a margin), *size reached / not reached / undetermined* says whether the interval clears it. '
            'Each row shows the largest profile with results (full > gpu > quick) whose sweep is complete: a sweep still running, '
-           'or cut short, would be judged on a subset of its sizes or seeds, so it waits, named in the evidence column. '
+           'or cut short, would be judged on a subset of its sizes or seeds, so it waits, named in the evidence column, as '
+           'does a planned `gpu` sweep with nothing stored yet. '
            'The evidence column names the profile, the device, '
            'the seeds and trials, how many trials were still improving, and how many rows came from a modified tree.', '',
            '## Scoreboard', '', render_scoreboard(frame, link=None), '', '## Claims by paper', '']
