@@ -336,16 +336,19 @@ def _wanting(profile: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]
     (standing in) those the `quick` check found wanting that the check at `profile` has not run with every seed; and whether
     `profile` has a check of its own at all. A partial check decides only the cells it has finished."""
     own = plateau_cells(profile)
-    quick = [] if profile == 'quick' else [c for c in plateau_cells('quick') or [] if c not in _checked(profile)]
+    done = _checked(profile) if profile != 'quick' else None       # the quick check stands in for nothing at quick itself
+    quick = [] if done is None else [c for c in plateau_cells('quick') or [] if c not in done]
     return own or [], sorted(set(quick) - set(own or [])), own is not None
 
 def _in_cells(df: pd.DataFrame) -> pd.Series:
     """Per row: does it lie in a cell where the plateau check of its own profile found the accuracy rule stopping runs too
     early, or (standing in, until that check has run the cell with every seed) the `quick` check did?"""
-    if not len(df) or not {'model', 'n_train', 'profile'} <= set(df.columns): return pd.Series(False, index=df.index)
-    cells = {p: set(w[0]) | set(w[1]) for p in df['profile'].dropna().unique() for w in [_wanting(str(p))]}
-    return pd.Series([pd.notna(n) and (m, int(n)) in cells.get(p, ()) for m, n, p in zip(df['model'], df['n_train'], df['profile'])],
-                     index=df.index)
+    out = pd.Series(False, index=df.index)
+    if not len(df) or 'profile' not in df: return out
+    for p in df['profile'].dropna().unique():
+        found, standin, _ = _wanting(str(p))
+        out |= df['profile'].eq(p) & _cell_in(df, found + standin)
+    return out
 
 def _cell_in(df: pd.DataFrame, cells) -> pd.Series:
     "Per row: is its (model, training-set size) one of `cells`? (False for rows without those columns.)"
