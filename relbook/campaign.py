@@ -1061,7 +1061,9 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '.venv/bin/relbook claims                            # re-judge every claim; commit rows, pages and notebooks',
              '```', '',
              'Through this project\'s device tool (10 minutes a command, 15 minutes of device time a session; tested on an H100 on '
-             '2026-11-26) no venv is built: the machine\'s python3 has torch and every requirement of `settings.ini` but `gymnasium` '
+             '2026-11-26; on 2026-11-28 `status` named the machine it lends an NVIDIA H200, Hopper like the H100, on which '
+             'nothing has run yet: `scripts/device_run.sh` runs `tests/test_cuda.py` before its campaign and turns CUDA graphs on '
+             'only if they pass, rows name the device they ran on, and the minutes below are H100 estimates) no venv is built: the machine\'s python3 has torch and every requirement of `settings.ini` but `gymnasium` '
              'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. '
              '`bash scripts/device_kit.sh` downloads their wheels at home into the git-ignored `.whl/` (`NB=1`: also nbdev, a '
              'Jupyter kernel and myst-nb\'s `glue`, into `.whl/nb/`, for the notebooks at smoke); commit (the copy that travels has no `.git`, so the '
