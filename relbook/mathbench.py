@@ -216,7 +216,7 @@ def _trained(experiment: str, params: dict, path, build: Callable[[], nn.Module]
         if rows and abs(out['acc'] - rows[0]['acc']) > 1e-6:
             path.unlink()
             raise RuntimeError(f"the re-run trial {params} scores {out['acc']:.6f}, its stored row {rows[0]['acc']:.6f}: not the "
-                               f"model of the table (another commit, thread count or device?). Re-run the sweep here (`relbook run {experiment}`).")
+                               f"model of the table (another CPU, commit, thread count or device?). Re-run the sweep here (`relbook run {experiment}`).")
     net = build(); net.load_state_dict(torch.load(path, map_location='cpu')); return net.eval()
 
 def trained_math_model(model: str, module: str = 'arithmetic__mixed', seed: int = 0) -> nn.Module:
