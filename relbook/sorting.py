@@ -316,28 +316,32 @@ PLATEAU_UNCHECKED_NONE = ('no plateau check at `{p}` yet; no patience stop of th
 PLATEAU_PARTIAL = ('the plateau check at `{p}` has not yet run every seed of {cells}, where the `quick` check found the accuracy '
                    'rule stopping runs that went on to improve: the {n} patience stops there count as still improving')
 
+def _left(check: pd.DataFrame) -> list[tuple[str, int]]:
+    "The (model, size) cells of a replayed plateau check where the accuracy rule gave up more than PLATEAU_TOL."
+    left = check[check['lost'] > PLATEAU_TOL]
+    return sorted(set(zip(left['model'], left['n_train'].astype(int))))
+
 def plateau_cells(profile: str) -> list[tuple[str, int]] | None:
     """The (model, training-set size) cells where the plateau check at `profile` found the accuracy rule giving up more than
     PLATEAU_TOL of validation accuracy against training on (`plateau_check`); None where no check ran at `profile`."""
     check = plateau_check(profile)
-    if check is None: return None
-    left = check[check['lost'] > PLATEAU_TOL]
-    return sorted(set(zip(left['model'], left['n_train'].astype(int))))
+    return None if check is None else _left(check)
 
-def _checked(profile: str) -> set[tuple[str, int]]:
-    "The (model, size) cells the plateau check at `profile` has run with every seed its protocol plans."
-    check = plateau_check(profile)
-    if check is None: return set()
+def _checked(check: pd.DataFrame, profile: str) -> set[tuple[str, int]]:
+    "The (model, size) cells the plateau check `check` (stored at `profile`) has run with every seed its protocol plans."
     seeds = set(range(plateau_protocol(profile)[1]))
     return {(m, int(n)) for (m, n), s in check.groupby(['model', 'n_train'])['seed'] if seeds <= set(s.astype(int))}
 
 def _wanting(profile: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]], bool]:
     """The cells whose patience stops count as still improving at `profile`: those its own plateau check found wanting, and
     (standing in) those the `quick` check found wanting that the check at `profile` has not run with every seed; and whether
-    `profile` has a check of its own at all. A partial check decides only the cells it has finished."""
-    own = plateau_cells(profile)
-    done = _checked(profile) if profile != 'quick' else None       # the quick check stands in for nothing at quick itself
-    quick = [] if done is None else [c for c in plateau_cells('quick') or [] if c not in done]
+    `profile` has a check of its own at all. A partial check decides only the cells it has finished. The check at `profile`
+    is read (and replayed) once."""
+    check = plateau_check(profile)
+    own = None if check is None else _left(check)
+    if profile == 'quick': return own or [], [], own is not None   # the quick check stands in for nothing at quick itself
+    done = set() if check is None else _checked(check, profile)
+    quick = [c for c in plateau_cells('quick') or [] if c not in done]
     return own or [], sorted(set(quick) - set(own or [])), own is not None
 
 def _in_cells(df: pd.DataFrame) -> pd.Series:
