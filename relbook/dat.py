@@ -78,7 +78,7 @@ class PositionRelativeSymbols(nn.Module):
         super().__init__()
         check_positive(d_model, 'd_model'); check_positive(max_rel_pos, 'max_rel_pos')
         self.max_rel_pos = max_rel_pos
-        self.library = nn.Parameter(torch.randn(2 * max_rel_pos + 1, d_model))
+        self.library = nn.Parameter(nn.init.xavier_uniform_(torch.empty(2 * max_rel_pos + 1, d_model)))   # as the official RelativePositionalEncoding
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return _lib(self)                                                   # (2Δ+1, d): index δ+Δ
 
@@ -179,13 +179,15 @@ class DualAttention(nn.Module):
             self.sa_v, self.sa_o = nn.Linear(d_model, kv(n_heads_sa), bias=bias), nn.Linear(n_heads_sa * hd, n_heads_sa * hd, bias=bias)
         if n_heads_ra:
             self.ra_q, self.ra_k = nn.Linear(d_model, n_heads_ra * hd, bias=bias), nn.Linear(d_model, kv(n_heads_ra), bias=bias)
-            self.ra_s, self.ra_o = nn.Linear(d_model, n_heads_ra * hd, bias=bias), nn.Linear(n_heads_ra * hd, n_heads_ra * hd, bias=bias)
+            # W_s is grouped like the keys (official: wv has n_kv_heads·d_h outputs, repeated over the query heads)
+            self.ra_s, self.ra_o = nn.Linear(d_model, kv(n_heads_ra), bias=bias), nn.Linear(n_heads_ra * hd, n_heads_ra * hd, bias=bias)
             self.n_rel = check_positive(n_heads_ra if n_relations is None else n_relations, 'n_relations')   # 0 is refused, not a default
             self.rel_dim = check_positive((hd * n_heads_ra) // self.n_rel if rel_proj_dim is None else rel_proj_dim, 'rel_proj_dim')
             if head_type == 'ra':
                 self.rel_q = nn.Linear(d_model, self.n_rel * self.rel_dim, bias=rel_bias)
                 self.rel_k = None if symmetric_rels else nn.Linear(d_model, self.n_rel * self.rel_dim, bias=rel_bias)
-                self.w_r = nn.Parameter(torch.randn(n_heads_ra, hd, self.n_rel) / math.sqrt(self.n_rel))   # (n_h, d_h, d_r)
+                self.w_r = nn.Parameter(torch.empty(n_heads_ra, hd, self.n_rel))   # (n_h, d_h, d_r)
+                nn.init.kaiming_uniform_(self.w_r, a=math.sqrt(5))   # official: U(±1/√(d_h·d_r)), as an nn.Linear of fan-in d_h·d_r
                 self.rel_scale = self.rel_dim ** -0.5
 
     # -- projections shared by both paths -------------------------------------------------------
@@ -252,13 +254,15 @@ class DualAttention(nn.Module):
         if ra:
             qr = self.rel_q(x).view(b, n, self.n_rel, self.rel_dim)                     # φ_q,ℓ(x_i)
             kr = qr if self.rel_k is None else self.rel_k(x).view(b, n, self.n_rel, self.rel_dim)
-        if relative: sv = self.ra_s(symbols).view(-1, h, hd).transpose(0, 1)            # (h, 2Δ+1, d_h): S_lib W_s
-        else: sv = _heads(self.ra_s(symbols), h)                                          # (b, h, n, d_h): s_j W_s
+        g = self.n_kv or h                                                                 # symbol heads: grouped as the keys
+        if relative: sv = _expand_kv(self.ra_s(symbols).view(-1, g, hd).transpose(0, 1)[None], h)[0]   # (h, 2Δ+1, d_h): S_lib W_s
+        else: sv = _heads(self.ra_s(symbols), g)                                          # (b, g, n, d_h): s_j W_s
         if cache is not None:                                  # keys, relation keys and (per-position) symbols of earlier tokens
             k = self._append(cache, 'ra_k', k)[0]
             if ra: kr = self._append(cache, 'ra_kr', kr.transpose(1, 2))[0].transpose(1, 2)   # (b, n_k, d_r, d_proj)
             if not relative: sv = self._append(cache, 'ra_s', sv)[0]
         k = _expand_kv(k, h)                                                               # (b, h, n_k, d_h)
+        if not relative: sv = _expand_kv(sv, h)                                           # (b, h, n_k, d_h)
         if impl == 'reference':
             return self._relational_reference(q, k, qr, kr, sv, allow, relative, offset)
         if not relative and (impl == 'factorised' or not ra):
@@ -590,11 +594,12 @@ class DATLanguageModel(nn.Module):
     RESIDUAL_OUT = ('attn.sa_o.weight', 'attn.ra_o.weight', 'mlp.w2.weight')   # the maps that write into the residual stream
 
     def _gpt2_init(self) -> None:
-        "As the official language models (GPT-2's): every linear map and embedding N(0, 0.02), biases 0, the relation-to-value map w_r N(0, 0.02), and the maps writing into the residual stream N(0, 0.02/√(2L)). Symbol libraries keep their own initialisation."
+        "As the official language models (GPT-2's): every linear map and embedding N(0, 0.02), biases 0, the relation-to-value map w_r N(0, 0.02), and the maps writing into the residual stream N(0, 0.02/√(2L)). The positional-symbol library is an `nn.Embedding` there, so it is N(0, 0.02) too; the position-relative (Xavier) and symbolic-attention (N(0, 1)) libraries keep their own initialisation, as there."
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
             if isinstance(m, nn.Linear) and m.bias is not None: nn.init.zeros_(m.bias)
             if isinstance(m, DualAttention) and hasattr(m, 'w_r'): nn.init.normal_(m.w_r, std=0.02)
+            if isinstance(m, PositionalSymbols): nn.init.normal_(m.library, std=0.02)
         for name, w in self.named_parameters():
             if name.endswith(self.RESIDUAL_OUT): nn.init.normal_(w, std=0.02 / math.sqrt(2 * self.cfg.n_layers))
 

@@ -15,7 +15,7 @@ from .core import by_profile, check_choice, get_device, get_profile, results_dir
 from .harness import fit, TrainConfig, Classification, LanguageModeling, experiment, grid, run_sweep, store_for
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
-from .mathdata import VOCAB_SIZE, PAD
+from .mathdata import VOCAB_SIZE, PAD, MAX_Q
 from .mathbench import fit_math, math_jobs, sets_preparer
 from .campaign import preparer
 from .datasets import (load_digits_images, load_cifar, image_splits, channel_stats, normalize, random_crop,
@@ -139,7 +139,8 @@ def dat_math_model(model: str, n_layers: int) -> DATSeq2Seq:
     check_choice(model, 'model', tuple(MATH_DAT_MODELS))
     d, esa, era, dsa, dra = MATH_DAT_MODELS[model]
     base = DATConfig(d_model=d, d_ff=2 * d, n_layers=n_layers, activation='relu', norm_first=False, pos_enc='sinusoidal',
-                     dropout=0.1, max_len=256, symbol_type='position_relative', max_rel_pos=32)   # relation maps without bias (official)
+                     dropout=0.1, max_len=256, symbol_type='position_relative',   # relation maps without bias (official)
+                     max_rel_pos=MAX_Q + 1)   # the official max_q_len (161): no distance within a question is clipped
     return DATSeq2Seq(VOCAB_SIZE, VOCAB_SIZE, replace(base, n_heads_sa=esa, n_heads_ra=era),
                       replace(base, n_heads_sa=dsa, n_heads_ra=dra), pad_id=PAD, share_symbols=True)
 
@@ -172,7 +173,7 @@ VISION_MODELS = ('ViT', 'ViDAT', 'ViDAT (asymmetric)')
 DIGITS_TEST = 360        # test images held out of scikit-learn's 1,797 digits (one image = 0.28 points)
 
 def vision_model(model: str, image_size: int, patch: int, channels: int, n_classes: int, p: VisionProtocol) -> ViDAT:
-    "App. C.3: pre-LN, GELU, d_ff = d_model, no dropout; ViDAT: half the heads relational, position-relative symbols, GQA."
+    "App. C.3: pre-LN, GELU, d_ff = d_model, no dropout, average pooling; ViDAT: half the heads relational, position-relative symbols, GQA."
     check_choice(model, 'model', VISION_MODELS)
     n_patches = (image_size // patch) ** 2
     cfg = DATConfig(d_model=p.d_model, d_ff=p.d_model, n_layers=p.n_layers, n_heads_sa=p.n_heads, n_heads_ra=0,
@@ -180,7 +181,7 @@ def vision_model(model: str, image_size: int, patch: int, channels: int, n_class
     if model != 'ViT':
         cfg = replace(cfg, n_heads_sa=p.n_heads // 2, n_heads_ra=p.n_heads // 2, symbol_type='position_relative',
                       symmetric_rels=model == 'ViDAT', n_kv_heads=p.n_kv_heads)
-    return ViDAT(image_size, patch, channels, n_classes, cfg)
+    return ViDAT(image_size, patch, channels, n_classes, cfg, pool='mean')   # App. C.3 (and the official CIFAR jobs): average pooling
 
 def vision_data(dataset: str, seed: int) -> dict:
     "Normalised (train statistics) splits: digits (8×8, 2×2 patches) or CIFAR (32×32, 4×4 patches) from $RELBOOK_CIFAR."

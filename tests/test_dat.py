@@ -285,3 +285,41 @@ def test_bench_subprocess_measures_in_fresh_processes():
     from relbook.dat import bench_subprocess
     r = bench_subprocess('fast', 16, threads=1, d_model=16, n_heads=2, repeats=1)
     assert r['time_ms'] > 0 and r['peak_mib'] >= 0
+
+
+def test_initialisations_as_the_official_code():
+    "w_r: kaiming_uniform(a=√5) of fan-in d_h·d_r (U(±1/√(d_h·d_r))); the relative library: Xavier-uniform (official)."
+    torch.manual_seed(0)
+    attn = DualAttention(128, n_heads_sa=0, n_heads_ra=2, n_relations=2)          # relational games: d_h = 64, d_r = 2
+    bound = (64 * 2) ** -0.5
+    assert attn.w_r.abs().max() <= bound and attn.w_r.abs().max() > 0.9 * bound
+    lib = PositionRelativeSymbols(128, 161).library                              # (323, 128)
+    xb = (6 / (323 + 128)) ** 0.5
+    assert lib.abs().max() <= xb and lib.abs().max() > 0.9 * xb
+
+
+def test_symbol_values_are_grouped_like_the_keys():
+    """With n_kv_heads = g the symbol projection W_s has g·d_h outputs, each serving n_h/g query heads, as the keys (official
+    `repeat_kv`): the grouped layer equals the ungrouped one whose key, value and symbol maps repeat the grouped rows head by head."""
+    torch.manual_seed(0)
+    for sym in (torch.randn(2, 6, 48), torch.randn(2 * 3 + 1, 48)):          # per-position symbols; a relative library
+        g = DualAttention(48, n_heads_sa=2, n_heads_ra=4, n_kv_heads=2)
+        u = DualAttention(48, n_heads_sa=2, n_heads_ra=4)
+        hd = g.head_dim
+        assert g.ra_s.out_features == 2 * hd and u.ra_s.out_features == 4 * hd
+        state = {}
+        for k, v in g.state_dict().items():
+            h = u.state_dict()[k].shape[0] // hd if k.endswith(('weight', 'bias')) and u.state_dict()[k].shape != v.shape else None
+            state[k] = v if h is None else v.view(v.shape[0] // hd, hd, *v.shape[1:]).repeat_interleave(h // (v.shape[0] // hd), 0).reshape(h * hd, *v.shape[1:])
+        u.load_state_dict(state)
+        x = torch.randn(2, 6, 48)
+        for impl in ('fast', 'reference'):
+            torch.testing.assert_close(g(x, sym, impl=impl), u(x, sym, impl=impl), atol=1e-5, rtol=1e-5)
+
+
+def test_lm_positional_symbols_get_the_gpt2_init():
+    "The official LM re-initialises every nn.Embedding (the positional-symbol library is one) N(0, 0.02)."
+    torch.manual_seed(0)
+    cfg = DATConfig(d_model=64, n_layers=1, n_heads_sa=2, n_heads_ra=2, symbol_type='positional', max_len=512, pos_enc='rope')
+    lm = DATLanguageModel(100, cfg)
+    assert abs(lm.stack.symbols.library.std().item() - 0.02) < 0.002

@@ -55,7 +55,7 @@ def test_relation_bias_of_each_experiment_is_explicit():
     vit = vision_model('ViDAT (asymmetric)', 8, 2, 1, 10, vision_protocol('smoke'))
     attn = vit.encoder.blocks[0].attn
     assert attn.rel_q.bias is None and attn.rel_k.bias is None
-    assert isinstance(vit.embed.norm_in, torch.nn.LayerNorm) and isinstance(vit.head[0], torch.nn.LayerNorm) and vit.pool == 'cls'
+    assert isinstance(vit.embed.norm_in, torch.nn.LayerNorm) and isinstance(vit.head[0], torch.nn.LayerNorm) and vit.pool == 'mean'   # App. C.3: average pooling
 
 
 def test_math_dat_shares_one_symbol_library():
