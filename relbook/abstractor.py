@@ -500,13 +500,17 @@ def count_params(model: nn.Module) -> int:
 
 # %% ../nbs/03_abstractor.ipynb #c041
 class AbstractorClassifier(nn.Module):
-    "Objects (b, m, d_in) -> Abstractor -> flatten -> linear logits (b, n_out)."
-    def __init__(self, d_in: int, n_objects: int, n_out: int, cfg: AbstractorConfig = AbstractorConfig()):
+    "Objects (b, m, d_in) -> Abstractor -> flatten -> logits (b, n_out): a linear readout, or an MLP with one hidden layer of `d_hidden` ReLU units."
+    def __init__(self, d_in: int, n_objects: int, n_out: int, cfg: AbstractorConfig = AbstractorConfig(),
+                 d_hidden: int | None = None):
         super().__init__()
         check_positive(n_objects, 'n_objects'); check_positive(n_out, 'n_out')
+        if d_hidden is not None: check_positive(d_hidden, 'd_hidden')
         if n_objects > cfg.max_len: cfg = replace(cfg, max_len=n_objects)
         self.n_objects, self.abstractor = n_objects, Abstractor(d_in, cfg)
-        self.head = nn.Linear(n_objects * cfg.d_model, n_out)
+        flat = n_objects * cfg.d_model
+        self.head = (nn.Linear(flat, n_out) if d_hidden is None
+                     else nn.Sequential(nn.Linear(flat, d_hidden), nn.ReLU(), nn.Linear(d_hidden, n_out)))
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_shape(x, 'x', (None, self.n_objects, self.abstractor.d_in))
         return self.head(self.abstractor(x).flatten(1))
@@ -556,7 +560,9 @@ ABSTRACTOR_ORDER_MODELS = ('Abstractor', 'CoRelNet', 'CoRelNet (asym)', 'CoRelNe
 def abstractor_order_model(name: str) -> nn.Module:
     """The Abstractor of App. B.1.1 on pairs, one of Chapter 1's order models, or 'CoRelNet (asym, matched)': asymmetric
     CoRelNet with an MLP embedder φ (8 → 128 → 64) before its relation, which brings it to the Abstractor's parameter count."""
-    if name == 'Abstractor': return AbstractorClassifier(ORDER_D, 2, 2, ORDER_ABSTRACTOR)
+    # the readout of Chapter 1's CoRelNet (one hidden layer of 64): the paper is silent, and the official notebook gives all
+    # three models one and the same readout (Dense(32, relu) -> output); until 2026-11-28 the Abstractor's was linear
+    if name == 'Abstractor': return AbstractorClassifier(ORDER_D, 2, 2, ORDER_ABSTRACTOR, d_hidden=64)
     if name == 'CoRelNet (asym, matched)': return CoRelNet(ORDER_D, 2, 2, symmetric=False, embedder=mlp(ORDER_D, 128, 64), d_e=64)
     return order_model(name)
 
