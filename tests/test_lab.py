@@ -226,3 +226,17 @@ def test_every_experiment_renders_from_no_rows(profile, monkeypatch):
         else:
             if not isinstance(out, pd.DataFrame): failed[name] = f'returned {type(out).__name__}'
     assert not failed, failed
+
+
+def test_held_runs_are_left_out_of_the_plan(monkeypatch):
+    "A run in GPU_HOLD (its protocol is about to change) is not planned by a campaign without names; the others are."
+    import relbook.campaign as c
+    monkeypatch.setattr(c, 'GPU_HOLD', {})
+    free = c.plan_terms('gpu')[0]
+    assert free, "no experiment to plan: the test needs one"
+    e = sorted(free)[0]
+    monkeypatch.setattr(c, 'GPU_RUNS', {**c.GPU_RUNS, 'a test run': [e]})
+    monkeypatch.setattr(c, 'GPU_HOLD', {'a test run': 'held: about to change'})
+    held = c.plan_terms('gpu')[0]
+    assert set(held) == set(free) - {e}
+    assert e not in c.plan(None, 'gpu')
