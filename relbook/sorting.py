@@ -139,7 +139,7 @@ def sorting_protocol(profile: str | None = None) -> SortingProtocol:
         full=SortingProtocol(list(range(100, 3001, 100)), list(range(100, 3001, 100)), 512, 10, 10, 500, 2000, 400, 20000, 25, 40,
                              3000, 3000, 5), profile=profile)
 
-# App. B.2.1: Adam 1e-3, β = (0.9, 0.999), ε = 1e-7 (Keras). Stopping and model selection follow the official script
+# App. B.2.1: Adam 1e-3, β = (0.9, 0.999) (its ε = 1e-7, Keras's, is not applied: PyTorch's 1e-8). Stopping and model selection follow the official script
 # (EarlyStopping(monitor='val_teacher_forcing_accuracy', mode='max', restore_best_weights=True)), not App. B.2.1's "best model
 # according to validation loss": patience on the loss stops runs on a plateau that they leave (the plateau check below).
 # Among models of equal validation accuracy (often several at 1.0) the lowest validation loss wins (Keras keeps the first).
