@@ -14,15 +14,15 @@ from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_exper
                              store_for, time_budget, trial_key)
 
 # %% auto #0
-__all__ = ['PREPARERS', 'MISSING', 'CHECKS', 'USES', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES', 'PACK_LEVEL', 'CARRIED',
-           'PENDING', 'INTERIM_S', 'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS', 'OLD_STEP_OPS', 'F_EFF',
-           'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'GPU_RUNS', 'CPU_DECIDED',
-           'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'GPU_HOLD', 'QUICK_TARGET_MIN', 'parse_budget', 'preparer',
-           'unprepared', 'prepare', 'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack',
-           'pack_carried', 'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials',
-           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting',
-           'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook',
-           'chapter_of', 'quick_cost_frame']
+__all__ = ['PREPARERS', 'MISSING', 'GPU_RUNS', 'GPU_HOLD', 'CHECKS', 'USES', 'ARCHIVE_LIMIT', 'RETURN_LIMIT', 'RETURN_FILES',
+           'PACK_LEVEL', 'CARRIED', 'PENDING', 'INTERIM_S', 'MPS_DIR', 'REAL_FIT_S', 'GPU_PLAN', 'OPT_OPS', 'CLIP_OPS',
+           'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'CPU_DECIDED',
+           'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'QUICK_TARGET_MIN', 'parse_budget', 'preparer', 'unprepared',
+           'prepare', 'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack', 'pack_carried',
+           'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials', 'trial_seconds',
+           'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting', 'graph_gains',
+           'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook', 'chapter_of',
+           'quick_cost_frame']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -62,6 +62,33 @@ def prepare(names: Sequence[str] | None = None, profile: str = 'gpu', workers: i
     for n in names:
         if n in PREPARERS: PREPARERS[n](profile, workers); done.append(n)
     return done
+
+# %% ../nbs/97_campaign.ipynb #c009r
+# The `gpu` campaign, one 25-minute H100 run at a time: each chapter's decisive experiments, in the order they run (an
+# experiment that reuses another's models comes after it). Chapter 11 needs two runs: its imitation agents alone fill one,
+# and Experiment 4 starts from them (they travel back as carried archives). Chapter 7's role analysis (a 6-layer
+# TP-Transformer and its no-roles twin, 12,000 steps of 256 each) does not fit beside the benchmark and has a run of its own.
+# Chapter 5 needs two as well: under its stopping rule (patience on validation accuracy, a 20,000-update floor) Figure 5a
+# with the robustness study (which reuses Figure 5a's 3,000-sequence models) is one, the pre-training study another; each
+# is priced a little over 25 minutes and runs as several campaign commands, which resume one another. Its plateau check
+# (Figure 5a's trials where patience stopped seeds on a low plateau, trained for the whole 20,000-update budget) is a third: it
+# decides whether run 1's patience stops count as converged.
+GPU_RUNS = {'chapter 5, run 1': ['object_sorting', 'sorting_robustness'],
+            'chapter 5, plateau check': ['sorting_no_patience'],
+            'chapter 5, run 2': ['sorting_pretraining'],
+            'chapter 7': ['math_benchmark'],
+            'chapter 7, roles': ['tp_roles'],
+            'chapter 11, run 1': ['boxworld_imitation'],
+            'chapter 11, run 2': ['boxworld_rl_bridge', 'boxworld_rl'],
+            'chapter 13': ['relational_games'],
+            'chapter 14': ['dat_vision', 'dat_lm', 'dat_math']}
+# Runs whose `gpu` protocol is known to need a change: a GPU run of them now would be spent on settings about to be replaced.
+# A held run shows its reason in the runbook instead of its command, and a campaign without names leaves its experiments out
+# (chapter 5's run was held while its stopping rule changed, and released once its quick sweeps had run under the new rule).
+_BOARDS = ("held: the bridge BoxWorld generator deals the loose keys, boxes and bridge into the board's slots with a bias the "
+           "official generator does not have ([](10_bridge_boxworld.ipynb)); the generator is fixed and the quick sweeps re-run first")
+GPU_HOLD: dict[str, str] = {'chapter 11, run 1': _BOARDS, 'chapter 11, run 2': _BOARDS}
+
 
 # %% ../nbs/97_campaign.ipynb #c010
 _RANK = {'not run': 0, 'insufficient data': 1, 'inconclusive': 2}   # then 3: provisional; 4: settled
@@ -864,35 +891,11 @@ def runbook_frame() -> pd.DataFrame:
         out.append(row)
     return pd.DataFrame(out)
 
-# The `gpu` campaign, one 25-minute H100 run at a time: each chapter's decisive experiments, in the order they run (an
-# experiment that reuses another's models comes after it). Chapter 11 needs two runs: its imitation agents alone fill one,
-# and Experiment 4 starts from them (they travel back as carried archives). Chapter 7's role analysis (a 6-layer
-# TP-Transformer and its no-roles twin, 12,000 steps of 256 each) does not fit beside the benchmark and has a run of its own.
-# Chapter 5 needs two as well: under its stopping rule (patience on validation accuracy, a 20,000-update floor) Figure 5a
-# with the robustness study (which reuses Figure 5a's 3,000-sequence models) is one, the pre-training study another; each
-# is priced a little over 25 minutes and runs as several campaign commands, which resume one another. Its plateau check
-# (Figure 5a's trials where patience stopped seeds on a low plateau, trained for the whole 20,000-update budget) is a third: it
-# decides whether run 1's patience stops count as converged.
-GPU_RUNS = {'chapter 5, run 1': ['object_sorting', 'sorting_robustness'],
-            'chapter 5, plateau check': ['sorting_no_patience'],
-            'chapter 5, run 2': ['sorting_pretraining'],
-            'chapter 7': ['math_benchmark'],
-            'chapter 7, roles': ['tp_roles'],
-            'chapter 11, run 1': ['boxworld_imitation'],
-            'chapter 11, run 2': ['boxworld_rl_bridge', 'boxworld_rl'],
-            'chapter 13': ['relational_games'],
-            'chapter 14': ['dat_vision', 'dat_lm', 'dat_math']}
 # Runs a GPU need not make: their `gpu` trials are exactly their `full` trials, which are cheap enough to run on 2 CPU cores
 # (chapter 4's set_classification and set_modular: 83 CPU-minutes). The runbook checks that the stored `full` rows cover every `gpu` trial.
 CPU_DECIDED = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control']}
 RUN_LIMIT_MIN = 25
 COMMAND_LIMIT_MIN = 10   # the device tool's limit on one command: a trial longer than that finishes only if its checkpoint comes back
-# Runs whose `gpu` protocol is known to need a change: a GPU run of them now would be spent on settings about to be replaced.
-# A held run shows its reason in the runbook instead of its command, and a campaign without names leaves its experiments out
-# (chapter 5's run was held while its stopping rule changed, and released once its quick sweeps had run under the new rule).
-_BOARDS = ("held: the bridge BoxWorld generator deals the loose keys, boxes and bridge into the board's slots with a bias the "
-           "official generator does not have ([](10_bridge_boxworld.ipynb)); the generator is fixed and the quick sweeps re-run first")
-GPU_HOLD: dict[str, str] = {'chapter 11, run 1': _BOARDS, 'chapter 11, run 2': _BOARDS}
 
 def _stored(names: Sequence[str]) -> str:
     "How many of a run's `gpu` trials are stored, from any device ('–' where a plan is unknown)."
