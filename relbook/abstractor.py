@@ -499,18 +499,18 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 # %% ../nbs/03_abstractor.ipynb #c041
+from .relations import mlp
+
 class AbstractorClassifier(nn.Module):
     "Objects (b, m, d_in) -> Abstractor -> flatten -> logits (b, n_out): a linear readout, or an MLP with one hidden layer of `d_hidden` ReLU units."
     def __init__(self, d_in: int, n_objects: int, n_out: int, cfg: AbstractorConfig = AbstractorConfig(),
                  d_hidden: int | None = None):
         super().__init__()
         check_positive(n_objects, 'n_objects'); check_positive(n_out, 'n_out')
-        if d_hidden is not None: check_positive(d_hidden, 'd_hidden')
         if n_objects > cfg.max_len: cfg = replace(cfg, max_len=n_objects)
         self.n_objects, self.abstractor = n_objects, Abstractor(d_in, cfg)
         flat = n_objects * cfg.d_model
-        self.head = (nn.Linear(flat, n_out) if d_hidden is None
-                     else nn.Sequential(nn.Linear(flat, d_hidden), nn.ReLU(), nn.Linear(d_hidden, n_out)))
+        self.head = nn.Linear(flat, n_out) if d_hidden is None else mlp(flat, d_hidden, n_out, depth=1)   # Chapter 1's readout
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_shape(x, 'x', (None, self.n_objects, self.abstractor.d_in))
         return self.head(self.abstractor(x).flatten(1))

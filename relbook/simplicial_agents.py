@@ -264,17 +264,17 @@ def mean_at(df: pd.DataFrame, col: str, value, metric: str, by: str = 'encoder')
 
 # %% ../nbs/11_simplicial_agents.ipynb #c021
 def rl_profile() -> dict:
-    "Budgets of the RL experiment at the active profile (full = the paper's optimiser, batch and budget, no horizon)."
+    "Budgets of the RL experiment at the active profile (full = the paper's optimiser, batch, budget and environment, no horizon; `env`: the episodes' BoxWorld settings)."
     return by_profile(
         smoke=dict(agents=['relational', 'simplicial'], seeds=[0], frames=640, n_envs=8, unroll=10, horizon=60, eval_episodes=16,
-                   optimizer='adam', lr=5e-4),
+                   optimizer='adam', lr=5e-4, env=STORED_RUNS_ENV),
         quick=dict(agents=['relational', 'simplicial'], seeds=[0], frames=800_000, n_envs=16, unroll=10, horizon=120,
-                   eval_episodes=640, optimizer='adam', lr=5e-4),
+                   eval_episodes=640, optimizer='adam', lr=5e-4, env=STORED_RUNS_ENV),
         gpu=dict(agents=['relational', 'simplicial'], seeds=[0, 1, 2], frames=2_000_000, n_envs=64, unroll=20, horizon=120,
-                 eval_episodes=1000, optimizer='adam', lr=5e-4),      # 3 seeds for a verdict; frames sized from quick's frames/s (labelled estimate)
+                 eval_episodes=1000, optimizer='adam', lr=5e-4, env=STORED_RUNS_ENV),      # 3 seeds for a verdict; frames sized from quick's frames/s (labelled estimate)
         # full: §5's budget, the 5.5e9 timesteps after which neither four-block relational agent had passed the 0.85 plateau
         full=dict(agents=PAPER_AGENTS, seeds=[0, 1, 2, 3], frames=5_500_000_000, n_envs=32, unroll=40, horizon=None,
-                  eval_episodes=2000, optimizer='rmsprop', lr=2e-4))
+                  eval_episodes=2000, optimizer='rmsprop', lr=2e-4, env=BoxWorldConfig()))   # the official start and colours
 
 def rl_config(P: dict) -> RLConfig:
     "The paper's hyperparameter table (App. E: entropy 5e-3, γ 0.99, RMSProp decay 0.99, ε 0.1, momentum 0) at the profile's budget, batch and optimiser."
@@ -312,9 +312,8 @@ def rl_trial(agent: str, seed: int) -> dict:
     "Train one agent (or evaluate the random policy) and evaluate it on fresh episodes."
     check_choice(agent, 'agent', ['random', *ENCODERS])
     P = rl_profile()
-    base = BoxWorldConfig() if get_profile() == 'full' else STORED_RUNS_ENV      # full: the official start and colours
-    env_cfg = replace(base, horizon=P['horizon'])
-    eval_cfg = replace(base, horizon=P['horizon'] or 2000)                   # evaluation always ends its episodes
+    env_cfg = replace(P['env'], horizon=P['horizon'])
+    eval_cfg = replace(P['env'], horizon=P['horizon'] or 2000)               # evaluation always ends its episodes
     eval_env = lambda: VecBoxWorld(32, eval_cfg, seed=10_000 + seed)          # the same episodes for every agent of a seed
     device = get_device()                                                    # $RELBOOK_DEVICE, else cuda if available
     eval_kw = dict(n_episodes=P['eval_episodes'], seed=seed, device=device)
