@@ -15,10 +15,10 @@ import matplotlib.pyplot as plt
 from .core import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['ACTIONS', 'MOVES', 'BLANK', 'BoxWorldConfig', 'slots', 'palette', 'Puzzle', 'generate_puzzle', 'render', 'draw_board',
-           'draw_graph', 'step_puzzle', 'BridgeBoxWorld', 'VecBoxWorld', 'solve', 'is_solvable', 'expert_action',
-           'state_key', 'puzzle_types', 'puzzles_by_type', 'planner_policy', 'play', 'footnote_rule', 'motif_rule',
-           'bridge_dataset', 'TorchBoxWorld']
+__all__ = ['ACTIONS', 'MOVES', 'BLANK', 'GENERATOR_VERSION', 'BoxWorldConfig', 'slots', 'palette', 'Puzzle', 'generate_puzzle',
+           'render', 'draw_board', 'draw_graph', 'step_puzzle', 'BridgeBoxWorld', 'VecBoxWorld', 'solve', 'is_solvable',
+           'expert_action', 'state_key', 'puzzle_types', 'puzzles_by_type', 'planner_policy', 'play', 'footnote_rule',
+           'motif_rule', 'bridge_dataset', 'TorchBoxWorld']
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c006
 ACTIONS = ('left', 'up', 'right', 'down')                  # the paper's order of the four actions
@@ -140,12 +140,18 @@ def _start(grid: np.ndarray, rng: np.random.Generator, start: str) -> tuple:
     return (0, 0) if start == 'top_left' else tuple(int(v) for v in divmod(tile, grid.shape[1]))
 
 # %% ../nbs/10_bridge_boxworld.ipynb #c016
+# The bridge generator's version, a parameter of chapter 11's trials so that rows made on another version's boards stay in the
+# stores as history and judge nothing. 1: the items dealt in one shuffle's order after the Gem's slot (biased, until
+# 2026-11-28); 2: the Gem's slot uniform over the valid ones and the items in a fresh uniform order, as the official code
+GENERATOR_VERSION = 2
+
 def _bridge_puzzle(cfg: BoxWorldConfig, rng: np.random.Generator) -> Puzzle:
     "Bridge BoxWorld in the official order: slots, Gem, two branches of length a, maybe a bridge."
     S, G = slots(cfg), cfg.gem_id
-    order = [int(i) for i in rng.permutation(len(S))]
-    g = next(i for i in order if S[i][0] <= cfg.rows - 3 and S[i][1] <= cfg.cols - 3)
-    free = [i for i in order if i != g and S[i] != (S[g][0] + 2, S[g][1])]   # the slot below holds the Gem's 2nd row
+    valid = [i for i, (y, x) in enumerate(S) if y <= cfg.rows - 3 and x <= cfg.cols - 3]   # room for the 2 × 2 Gem box
+    g = valid[int(rng.integers(len(valid)))]          # the official reshuffle-until-valid: uniform over the valid slots...
+    rest = [i for i in range(len(S)) if i != g and S[i] != (S[g][0] + 2, S[g][1])]   # (the slot below holds the Gem's 2nd row)
+    free = [rest[int(j)] for j in rng.permutation(len(rest))]                         # ...and the others in uniform order
     a = int(rng.choice(cfg.solution_lengths))
     hue = [int(h) for h in rng.choice(cfg.n_colours, 2 * a, replace=False)]  # colour index i -> hue[i - 1]
     b = c = 0

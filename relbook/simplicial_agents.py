@@ -16,19 +16,19 @@ from .core import by_profile, check_shape, check_choice, check_positive, check_s
 from .harness import Classification, TrainConfig, fit, grid, run_sweep, experiment, _fit_probe
 from .simplicial import SimplicialConfig, SimplicialEncoder, RELATIONAL, SIMPLICIAL
 from .boxworld import (BoxWorldConfig, VecBoxWorld, bridge_dataset, generate_puzzle, expert_action, state_key,
-                              puzzle_types, puzzles_by_type, planner_policy, play, TorchBoxWorld)
+                              puzzle_types, puzzles_by_type, planner_policy, play, TorchBoxWorld, GENERATOR_VERSION)
 from .rl import RLConfig, train_actor_critic, evaluate_policy, random_policy
 
 # %% auto #0
 __all__ = ['RELATIONAL_AGENT', 'SIMPLICIAL_AGENT', 'DEEP_RELATIONAL_AGENT', 'SCALED_SIMPLICIAL_AGENT', 'ENCODERS', 'PAPER_AGENTS',
-           'TEST_SEED', 'VAL_SEED', 'STORED_RUNS_ENV', 'DIAGNOSTICS', 'IMITATION_ENV', 'EVAL_STREAM', 'TRAIN_STREAM',
-           'VAL_STREAM', 'RL_BRIDGE_ENV', 'AgentConfig', 'mlp_stack', 'EntityTorso', 'BoxWorldAgent', 'BridgeLocator',
-           'benchmark_agents', 'bridge_profile', 'bridge_metrics', 'bridge_trial', 'bridge_locate_experiment',
-           'mean_at', 'rl_profile', 'rl_config', 'model_path', 'rl_trial', 'boxworld_rl_experiment', 'PolicyCloning',
-           'DaggerConfig', 'PuzzleStream', 'collect', 'greedy_actions', 'sampled_actions', 'mixed_actions',
-           'imitation_eval_set', 'win_rates', 'evaluate_imitation', 'dagger', 'imitation_profile',
-           'imitation_model_path', 'imitation_trial', 'boxworld_imitation_experiment', 'imitation_agent',
-           'rl_bridge_profile', 'rl_bridge_trial', 'boxworld_rl_bridge_experiment', 'load_agent',
+           'TEST_SEED', 'VAL_SEED', 'STORED_RUNS_ENV', 'BOARDS', 'DIAGNOSTICS', 'IMITATION_ENV', 'EVAL_STREAM',
+           'TRAIN_STREAM', 'VAL_STREAM', 'RL_BRIDGE_ENV', 'AgentConfig', 'mlp_stack', 'EntityTorso', 'BoxWorldAgent',
+           'BridgeLocator', 'benchmark_agents', 'bridge_profile', 'bridge_metrics', 'bridge_trial',
+           'bridge_locate_experiment', 'mean_at', 'rl_profile', 'rl_config', 'model_path', 'rl_trial',
+           'boxworld_rl_experiment', 'PolicyCloning', 'DaggerConfig', 'PuzzleStream', 'collect', 'greedy_actions',
+           'sampled_actions', 'mixed_actions', 'imitation_eval_set', 'win_rates', 'evaluate_imitation', 'dagger',
+           'imitation_profile', 'imitation_model_path', 'imitation_trial', 'boxworld_imitation_experiment',
+           'imitation_agent', 'rl_bridge_profile', 'rl_bridge_trial', 'boxworld_rl_bridge_experiment', 'load_agent',
            'virtual_pair_attention', 'pair_saturation']
 
 # %% ../nbs/11_simplicial_agents.ipynb #c005
@@ -218,6 +218,15 @@ def bridge_profile() -> dict:
 TEST_SEED, VAL_SEED = 2_000_000, 1_000_000   # seeds of the test set (one for all trials) and of each trial's validation set
 STORED_RUNS_ENV = BoxWorldConfig(start='random', inventory_colour='floor')   # the settings the stored rows were made with
 
+BOARDS = dict(boards=[GENERATOR_VERSION])   # the grid axis of every sweep of this chapter: the bridge generator's version
+
+def _check_boards(boards) -> int:
+    "A trial's `boards` parameter: the version of the bridge generator its boards come from; only this code's can run."
+    if boards != GENERATOR_VERSION or isinstance(boards, bool):
+        raise ValueError(f"boards must be {GENERATOR_VERSION} (GENERATOR_VERSION, the bridge generator this code has), got {boards!r}: "
+                         "rows made on another version's boards are history and cannot be rerun")
+    return boards
+
 def _boards(n: int, seed: int) -> dict:
     d = bridge_dataset(n, seed, STORED_RUNS_ENV)
     return dict(obs=torch.as_tensor(d['obs']), label=torch.as_tensor(d['label']),
@@ -238,9 +247,9 @@ def bridge_metrics(model: nn.Module, test: dict, batch_size: int = 1024) -> dict
         if (b == src).any(): out[f'acc_b{src}'] = hit[b == src].mean().item()
     return out
 
-def bridge_trial(encoder: str, n_train: int, seed: int) -> dict:
+def bridge_trial(encoder: str, n_train: int, seed: int, boards: int = GENERATOR_VERSION) -> dict:
     "Train a BridgeLocator on n_train boards (seed), early-stopped on a validation set; metrics on the fixed test set."
-    check_choice(encoder, 'encoder', list(ENCODERS))
+    check_choice(encoder, 'encoder', list(ENCODERS)); _check_boards(boards)
     P = bridge_profile()
     train, val, test = _boards(n_train, seed), _boards(P['n_val'], VAL_SEED + seed), _boards(P['n_test'], TEST_SEED)
     model = BridgeLocator(ENCODERS[encoder])
@@ -255,7 +264,7 @@ def bridge_trial(encoder: str, n_train: int, seed: int) -> dict:
 def bridge_locate_experiment() -> pd.DataFrame:
     "Supervised bridge location: encoders × training-set sizes × seeds."
     P = bridge_profile()
-    return run_sweep('bridge_locate', grid(encoder=P['encoders'], n_train=P['sizes'], seed=P['seeds']), bridge_trial)
+    return run_sweep('bridge_locate', grid(encoder=P['encoders'], n_train=P['sizes'], seed=P['seeds'], **BOARDS), bridge_trial)
 
 # %% ../nbs/11_simplicial_agents.ipynb #c015
 def mean_at(df: pd.DataFrame, col: str, value, metric: str, by: str = 'encoder') -> dict:
@@ -308,9 +317,9 @@ def _train_diagnostics(history: list[dict], tail: float = 0.25) -> dict:
     return {**{f'train_{k}': float(rows[-1][k]) for k in DIAGNOSTICS},
             **{f'train_{k}_tail': float(np.mean([r[k] for r in last])) for k in DIAGNOSTICS}}
 
-def rl_trial(agent: str, seed: int) -> dict:
+def rl_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION) -> dict:
     "Train one agent (or evaluate the random policy) and evaluate it on fresh episodes."
-    check_choice(agent, 'agent', ['random', *ENCODERS])
+    check_choice(agent, 'agent', ['random', *ENCODERS]); _check_boards(boards)
     P = rl_profile()
     env_cfg = replace(P['env'], horizon=P['horizon'])
     eval_cfg = replace(P['env'], horizon=P['horizon'] or 2000)               # evaluation always ends its episodes
@@ -336,7 +345,7 @@ def boxworld_rl_experiment() -> pd.DataFrame:
     P = rl_profile(); agents = ['random', *P['agents']]
     # the slowest agents first, so that a campaign's workers do not end waiting on the simplicial trials (3 of them, each the
     # longest, begin together); the rows are shown in the usual order. A trial is seeded by its own parameters: order-free
-    rows = run_sweep('boxworld_rl', grid(agent=agents[::-1], seed=P['seeds']), rl_trial)
+    rows = run_sweep('boxworld_rl', grid(agent=agents[::-1], seed=P['seeds'], **BOARDS), rl_trial)
     return rows.sort_values('agent', key=lambda a: a.map(agents.index), kind='stable').reset_index(drop=True)
 
 # %% ../nbs/11_simplicial_agents.ipynb #c011y
@@ -495,9 +504,9 @@ def imitation_model_path(agent: str, seed: int) -> Path:
     "Where an imitation trial leaves its agent's weights (results/checkpoints/, not committed)."
     return results_dir() / 'checkpoints' / 'boxworld_imitation_models' / f"{get_profile()}-{agent}-s{seed}.pt".replace(' ', '_')
 
-def imitation_trial(agent: str, seed: int) -> dict:
+def imitation_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION) -> dict:
     "Train one agent by BC + DAgger from the planner; its final and per-round closed-loop win rates on the held-out puzzles."
-    check_choice(agent, 'agent', list(ENCODERS)); check_seed(seed)
+    check_choice(agent, 'agent', list(ENCODERS)); check_seed(seed); _check_boards(boards)
     P = imitation_profile(); dcfg, eval_set = P['dagger'], imitation_eval_set(P['per_type'])
     torch.manual_seed(seed); net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
     out = dagger(net, dcfg, seed, eval_set, device=get_device())
@@ -516,7 +525,7 @@ def imitation_trial(agent: str, seed: int) -> dict:
 def boxworld_imitation_experiment() -> pd.DataFrame:
     "Imitation from the planner: agents × seeds, BC then DAgger, closed-loop win rates per puzzle type."
     P = imitation_profile()
-    return run_sweep('boxworld_imitation', grid(agent=P['agents'], seed=P['seeds']), imitation_trial)
+    return run_sweep('boxworld_imitation', grid(agent=P['agents'], seed=P['seeds'], **BOARDS), imitation_trial)
 
 # %% ../nbs/11_simplicial_agents.ipynb #c011c2
 RL_BRIDGE_ENV = replace(IMITATION_ENV, solution_lengths=(2, 3), bridge_prob=1.0)   # bridges only, a ∈ {2, 3}; 120-step horizon
@@ -530,7 +539,7 @@ def imitation_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
         return BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape).eval()   # trial is priced under boxworld_imitation
     if not path.exists():
         seed_everything(seed); out = imitation_trial(agent, seed)
-        row = [r for r in store_for('boxworld_imitation').rows() if r['params'] == {'agent': agent, 'seed': seed}]
+        row = [r for r in store_for('boxworld_imitation').rows() if r['params'] == {'agent': agent, 'seed': seed, 'boards': GENERATOR_VERSION}]
         print(f"{path.name} was missing: retrained {agent} (seed {seed}); validation accuracy {out['val_acc']:.4f}"
               + (f" (its row: {row[0]['val_acc']:.4f})" if row else ''))
     net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
@@ -556,9 +565,9 @@ def _bridge_eval(net: nn.Module, seed: int, P: dict, device) -> dict:
     return dict(win_rate=float(ev['win_rate']), win_b2=float(per_type[b2].mean()) if b2 else float('nan'),
                 opened_bridge=float(ep.opened_bridge.mean()), **{f'win_{t}': float(w) for t, w in per_type.items()})
 
-def rl_bridge_trial(agent: str, seed: int) -> dict:
+def rl_bridge_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION) -> dict:
     "Experiment 4: the agent's imitation weights, RL on bridge puzzles (a ∈ {2, 3}), evaluated before and after."
-    check_choice(agent, 'agent', list(ENCODERS)); check_seed(seed)
+    check_choice(agent, 'agent', list(ENCODERS)); check_seed(seed); _check_boards(boards)
     P, device = rl_bridge_profile(), get_device()
     net = imitation_agent(agent, seed).to(device)                           # Experiment 3's weights (the trial again if missing)
     before = _bridge_eval(net, seed, P, device)
@@ -579,7 +588,7 @@ def rl_bridge_trial(agent: str, seed: int) -> dict:
 def boxworld_rl_bridge_experiment() -> pd.DataFrame:
     "Experiment 4: RL on bridge puzzles from each agent's imitation weights; per-type win rates before and after."
     P = rl_bridge_profile()
-    return run_sweep('boxworld_rl_bridge', grid(agent=P['agents'], seed=P['seeds']), rl_bridge_trial)
+    return run_sweep('boxworld_rl_bridge', grid(agent=P['agents'], seed=P['seeds'], **BOARDS), rl_bridge_trial)
 
 def _rl_bridge_gap(df: pd.DataFrame) -> Evidence:
     "Simplicial − relational (2 blocks) win rate on the b ≥ 2 types after RL, paired by seed."

@@ -139,6 +139,28 @@ def test_generate_puzzle_bad_arguments_and_determinism():
     assert all((x.grid == y.grid).all() and x.player == y.player for x, y in zip(p, q))
 
 
+def test_items_go_to_the_slots_in_uniform_order():
+    """The official generator reshuffles until the first slot may hold the Gem, so the Gem's slot is uniform over the valid
+    ones and every item's slot uniform over the rest. Our first generator dealt the items into one shuffle's order after
+    skipping the invalid slots that preceded the Gem's: its first loose key sat in a slot that cannot hold the Gem in 83 % of
+    boards (against 9/14 = 64 %); this test fails on it."""
+    S = slots(CFG)
+    valid = [i for i, (y, x) in enumerate(S) if y <= CFG.rows - 3 and x <= CFG.cols - 3]
+    below = lambda g: S.index((S[g][0] + 2, S[g][1]))
+    # exact: the Gem uniform over `valid`, an item uniform over the len(S) - 2 slots left (not the Gem's, not the one below)
+    want = np.mean([len(set(range(len(S))) - set(valid) - {below(g)}) / (len(S) - 2) for g in valid])
+    ps = puzzles(CFG, 6000, 3)
+    slot_of = lambda p, colour: next(s for s, k, l in board_boxes(p) if k == colour and l is None)
+    n = len(ps)
+    for name, got in [('first loose key', [slot_of(p, p.colours[p.solution_length - 1]) for p in ps]),
+                      ('second loose key', [slot_of(p, p.colours[2 * p.solution_length - 1]) for p in ps]),
+                      ('bridge', [p.bridge_slot for p in ps if p.bridge_slot >= 0])]:
+        share = np.mean([s not in valid for s in got])
+        assert abs(share - want) < 4.5 * np.sqrt(want * (1 - want) / len(got)), (name, share, want)
+    gem = Counter(S.index(p.gem) for p in ps)
+    assert set(gem) == set(valid) and max(abs(c / n - 1 / len(valid)) for c in gem.values()) < 0.03, gem
+
+
 STORED = replace(CFG, start='random', inventory_colour='floor')      # chapter 11's stored runs
 
 

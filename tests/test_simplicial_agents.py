@@ -60,6 +60,11 @@ def test_experiments_run_at_smoke(tmp_path):
     assert 0 <= m['test_acc'] <= 1 and m['n_params'] > 0
     with pytest.raises(ValueError, match='encoder must be one of'):
         bridge_trial('transformer', 64, 0)
+    for bad in (1, True, '2'):                                  # rows of version 1's boards cannot be rerun by this code
+        with pytest.raises(ValueError, match='boards must be 2'):
+            bridge_trial('relational', 64, 0, boards=bad)
+        with pytest.raises(ValueError, match='boards must be 2'):
+            rl_trial('random', 0, boards=bad)
     r = rl_trial('random', 0)
     assert 0 <= r['eval_win_rate'] <= 1 and r['eval_episodes'] == 16
     a = rl_trial('simplicial', 0)
@@ -112,16 +117,17 @@ def test_rl_trial_row_keeps_learner_diagnostics_and_episode_counts():
 
 
 def test_stored_runs_env_reproduces_the_committed_experiments():
-    "STORED_RUNS_ENV gives, byte for byte, the boards and episodes of the environment the stored rows were made with."
+    """STORED_RUNS_ENV gives, byte for byte, the boards and episodes of the environment the stored rows were made with (those of
+    the bridge generator's version 2, GENERATOR_VERSION; version 1's were 41404a2e... and 8d7b0bc0...)."""
     import hashlib
     from relbook.simplicial_agents import STORED_RUNS_ENV
     d = bridge_dataset(64, 0, STORED_RUNS_ENV)
-    assert hashlib.sha1(d['obs'].tobytes() + d['label'].tobytes()).hexdigest() == '41404a2e7eabb317181382ada589a4fe60df9772'
+    assert hashlib.sha1(d['obs'].tobytes() + d['label'].tobytes()).hexdigest() == '01939cdd7015c83f9b10aae5b30e050e285a90f9'
     vec = VecBoxWorld(8, replace(STORED_RUNS_ENV, horizon=30), seed=3)
     h, rng = hashlib.sha1(vec.reset().tobytes()), np.random.default_rng(0)
     for _ in range(200):
         o, r, d, _ = vec.step(rng.integers(4, size=8)); h.update(o.tobytes()); h.update(r.tobytes()); h.update(d.tobytes())
-    assert h.hexdigest() == '8d7b0bc0453e5ae903340e1880d93bc51b247456'
+    assert h.hexdigest() == '9e9629f2911c7c18a5f4d68fce92eeb549ab2c96'
 
 
 def test_benchmark_agents_times_a_learner_step_per_agent():
