@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_simplicial_agents.ipynb #c002
 from __future__ import annotations
-import math
+import math, re
 from dataclasses import dataclass, replace, asdict
 from pathlib import Path
 import numpy as np
@@ -501,8 +501,11 @@ def imitation_profile() -> dict:
                                      rollout_envs=256)))
 
 def imitation_model_path(agent: str, seed: int) -> Path:
-    "Where an imitation trial leaves its agent's weights (results/checkpoints/, not committed)."
-    return results_dir() / 'checkpoints' / 'boxworld_imitation_models' / f"{get_profile()}-{agent}-s{seed}.pt".replace(' ', '_')
+    """Where an imitation trial leaves its agent's weights (results/checkpoints/, not committed). The name is plain ASCII:
+    'simplicial (logits / √d)' once made a subfolder (the '/') holding a non-ASCII name, which a campaign's `*.pt` carry
+    missed and the device tool does not send back."""
+    name = re.sub(r'[^A-Za-z0-9]+', '_', agent).strip('_')             # 'relational (4 blocks)' -> 'relational_4_blocks'
+    return results_dir() / 'checkpoints' / 'boxworld_imitation_models' / f"{get_profile()}-{name}-s{seed}.pt"
 
 def imitation_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION) -> dict:
     "Train one agent by BC + DAgger from the planner; its final and per-round closed-loop win rates on the held-out puzzles."

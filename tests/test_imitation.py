@@ -218,3 +218,12 @@ def test_bad_arguments_name_the_argument():
         puzzles_by_type(IMITATION_ENV, 0, seed=0)
     with pytest.raises(ValueError, match='actions must be an int array'):
         play(P, lambda obs, env, live: np.full(env.n_envs, 0.5), IMITATION_ENV)
+
+
+def test_imitation_model_paths_are_plain_ascii_files():
+    "Every agent's weights are one plain-ASCII file in the folder a campaign carries (`*.pt`): no subfolder, no '√'."
+    from relbook.simplicial_agents import ENCODERS, imitation_model_path
+    paths = [imitation_model_path(a, 3) for a in ENCODERS]
+    assert len({p.name for p in paths}) == len(paths)
+    assert all(p.parent.name == 'boxworld_imitation_models' and p.name.isascii() and p.match('*.pt') for p in paths), paths
+    assert imitation_model_path('simplicial (logits / √d)', 0).name.endswith('-simplicial_logits_d-s0.pt')
