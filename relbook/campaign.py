@@ -881,14 +881,13 @@ def _book_experiments() -> dict[str, str]:
 def runbook_frame() -> pd.DataFrame:
     """Per experiment and profile: trials stored of the sweep as the code now stands, their trial-minutes measured (sum of wall
     times) and the devices they ran on; rows an earlier protocol left in the store (history, judged by nothing) only counted."""
-    from relbook.evidence import _grid_keys
+    from relbook.evidence import current_records
     out = []
     for name, mod in _book_experiments().items():
         row = {'experiment': name, 'module': mod.replace('relbook.', '')}
         for p in ('quick', 'gpu', 'full'):
             stored = store_for(name, p).rows()
-            keys = set(_grid_keys(name, p) or ()) if stored else set()
-            rows = [r for r in stored if not keys or trial_key(r.get('params', {})) in keys]    # no known plan: every row
+            rows = current_records(name, p, stored)
             t = sum(float(r.get('wall_time_s') or 0) for r in rows)
             devs = sorted({str(d) for r in rows for d in (r.get('fit_devices') or [r.get('device_name', '?')])})   # a resumed trial: each
             row[p] = (f"{len(rows)} trials, {_minutes(t)} min on {', '.join(devs)}" if rows else 'not run') + \

@@ -18,9 +18,9 @@ from .harness import store_for
 __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'DECISIVE', 'CLAIMS_PAGE',
            'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select',
            'at_largest', 'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement',
-           'sweep_coverage', 'current_rows', 'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard',
-           'render_claims_page', 'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict', 'build_claims',
-           'write_claims']
+           'sweep_coverage', 'current_records', 'current_rows', 'judge', 'judge_all', 'claims_frame', 'scoreboard',
+           'render_scoreboard', 'render_claims_page', 'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict',
+           'build_claims', 'write_claims']
 
 # %% ../nbs/96_evidence.ipynb #c005
 VERDICTS = ('supports the paper', 'contradicts the paper', 'inconclusive', 'insufficient data', 'not run')
@@ -338,16 +338,20 @@ def sweep_coverage(name: str, profile: str) -> tuple[int, int] | None:
     done = store_for(name, profile).done()
     return sum(k in done for k in keys), len(keys)
 
-def current_rows(name: str, profile: str) -> pd.DataFrame:
-    """The stored rows of experiment `name` at `profile` that its sweep, as the code now stands, would make: the flat rows of the
-    trials in its grid. A protocol that changes a trial's parameters (and so its key) leaves the old rows in the store, as
-    history, and they judge nothing: a claim never averages trials of two protocols. Every row, for an experiment that runs no
-    sweep through `run_sweep` (its plan is unknown)."""
+def current_records(name: str, profile: str, rows: list[dict] | None = None) -> list[dict]:
+    """The stored rows (as stored, with their `params`) of experiment `name` at `profile` that its sweep, as the code now stands,
+    would make: the trials in its grid. A protocol that changes a trial's parameters (and so its key) leaves the old rows in the
+    store, as history, and they judge nothing: a claim never averages trials of two protocols. Every row, for an experiment that
+    runs no sweep through `run_sweep` (its plan is unknown). `rows`: the store's rows, if the caller has read them already."""
     from relbook.harness import trial_key
-    if not (rows := store_for(name, profile).rows()): return pd.DataFrame()   # nothing stored: no need to ask for the grid
+    if not (rows := store_for(name, profile).rows() if rows is None else rows): return []   # nothing stored: no grid asked for
     if (keys := _grid_keys(name, profile)) is not None:
         keys = set(keys); rows = [r for r in rows if 'params' in r and trial_key(r['params']) in keys]
-    return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in rows])
+    return rows
+
+def current_rows(name: str, profile: str) -> pd.DataFrame:
+    "`current_records` as a flat frame (the trials' parameters are columns of their rows already)."
+    return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in current_records(name, profile)])
 
 def _incomplete(c: Claim, profile: str) -> str:
     "'' when every experiment of `c` has its whole sweep at `profile` stored (or an unknown plan); else what is missing."
