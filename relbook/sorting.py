@@ -15,18 +15,20 @@ from .abstractor import AbstractorConfig, Seq2SeqConfig, make_seq2seq, count_par
 from .evidence import Evidence, claim, compare, conditions, convergence
 
 # %% auto #0
-__all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'SORTING_TRAIN',
-           'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'PLATEAU_TOL', 'SECTION_5A', 'SECTION_5B',
-           'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'PLATEAU_LEFT', 'PLATEAU_UNCHECKED',
-           'PLATEAU_UNCHECKED_NONE', 'PLATEAU_PARTIAL', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS',
-           'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits',
-           'sorting_splits', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol',
-           'protocol_splits', 'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting',
-           'size_to_reach', 'evaluate_sorting', 'plateau_cells', 'with_budget', 'retained', 'informative_levels',
-           'robustness_by_level', 'sorting_trial', 'object_sorting_experiment', 'rng_kept', 'pretraining_trial',
-           'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment', 'random_orthogonal',
-           'corrupt_objects', 'robustness_trial', 'robustness_eval', 'dropout_redraw_trial',
-           'sorting_dropout_redraw_experiment', 'sorting_robustness_experiment', 'robustness_long']
+__all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'INPUT_SCALES',
+           'SORTING_TRAIN', 'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'PLATEAU_TOL', 'SECTION_5A',
+           'SECTION_5B', 'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'PLATEAU_LEFT',
+           'PLATEAU_UNCHECKED', 'PLATEAU_UNCHECKED_NONE', 'PLATEAU_PARTIAL', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS',
+           'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences',
+           'sorting_tensors', 'SortingSplits', 'sorting_splits', 'rng_kept', 'ScaledLinear', 'official_input_scales',
+           'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol', 'protocol_splits',
+           'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting', 'size_to_reach',
+           'evaluate_sorting', 'plateau_cells', 'with_budget', 'retained', 'informative_levels', 'robustness_by_level',
+           'sorting_trial', 'object_sorting_experiment', 'pretraining_trial', 'sorting_pretraining_experiment',
+           'no_patience_trial', 'sorting_no_patience_experiment', 'input_scale_cells', 'input_scale_trial',
+           'sorting_input_scale_experiment', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
+           'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
+           'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -97,10 +99,39 @@ SORTING_MODELS = {   # App. B.2: name -> Seq2SeqConfig (objects in, argsort toke
 }
 PAPER_PARAMS = {'Abstractor': 386_954, 'Ablation': 386_954, 'Transformer': 469_898}   # App. B.2.1
 
-def sorting_model(name: str) -> nn.Module:
-    "A fresh model of the object-sorting experiments, by name."
-    check_choice(name, 'name', tuple(SORTING_MODELS))
-    return make_seq2seq(SORTING_MODELS[name])
+INPUT_SCALES = ('book', 'official')   # the inputs' scales: ours (every stored result), or the official models' (a control)
+
+@contextlib.contextmanager
+def rng_kept():
+    "Run a block without moving the global random states (torch, NumPy, Python) that the code after it draws from."
+    device = get_device(); states = _rng_states(device)     # the streams a resumed fit restores (harness)
+    try: yield
+    finally: _set_rng_states(states, device)
+
+class ScaledLinear(nn.Linear):
+    "A linear map whose output is multiplied by a constant `scale` (the official object embedder: `Dense`, then ×√d)."
+    def __init__(self, d_in: int, d_out: int, scale: float):
+        super().__init__(d_in, d_out); self.scale = float(check_positive(scale, 'scale', integer=False, finite=True))
+    def forward(self, x: torch.Tensor) -> torch.Tensor: return super().forward(x) * self.scale
+
+def official_input_scales(net: nn.Module) -> nn.Module:
+    """The official models' input scales, set on a built sorting model in place: the objects through a Glorot-uniform `Dense`
+    with zero bias, times √d; the target tokens from Keras' `Embedding` initialiser U(±0.05), times √d (the official
+    `AddPositionalEmbedding` multiplies every input by √d before adding the positions). The global random state is left as it
+    was, so every other weight, and the dropout masks that training draws, are those of the same seed's model at our scales."""
+    d = net.tgt_embed.emb.embedding_dim
+    with rng_kept():
+        src = ScaledLinear(net.src_embed.in_features, d, math.sqrt(d)).to(net.src_embed.weight.device)
+        nn.init.xavier_uniform_(src.weight); nn.init.zeros_(src.bias)
+        net.src_embed = src
+        nn.init.uniform_(net.tgt_embed.emb.weight, -0.05, 0.05)
+    return net
+
+def sorting_model(name: str, scales: str = 'book') -> nn.Module:
+    "A fresh model of the object-sorting experiments, by name; `scales='official'`: with the official code's input scales."
+    check_choice(name, 'name', tuple(SORTING_MODELS)); check_choice(scales, 'scales', INPUT_SCALES)
+    net = make_seq2seq(SORTING_MODELS[name])
+    return official_input_scales(net) if scales == 'official' else net
 
 # %% ../nbs/05_object_sorting.ipynb #c013
 @dataclass
@@ -230,24 +261,27 @@ def plateau_check(profile: str) -> pd.DataFrame | None:
 
 def train_sorting(name: str, n_train: int, seed: int, task: str = 'main', init: nn.Module | None = None,
                   transfer: str = 'all', cache: bool = False, stop: bool = True,
-                  dropout_seed: int | None = None) -> tuple[nn.Module, dict]:
+                  dropout_seed: int | None = None, scales: str = 'book') -> tuple[nn.Module, dict]:
     """Train `name` on the first `n_train` pool sequences of `task` ('main' or 'pretrain'); reuse a cached run if asked.
     `stop=True`: the protocol's rule (patience on validation accuracy, best model by it); `stop=False`: App. B.2.1 read
     literally (the whole step budget, capped by `plateau_protocol`, the best model by validation loss), with the validation curve in
     the returned info.
     `dropout_seed`: the global generator is re-seeded with it just before training, so that only the dropout masks differ
-    from the model the same seed trains otherwise (initial weights, data and batch order are drawn before or apart)."""
+    from the model the same seed trains otherwise (initial weights, data and batch order are drawn before or apart).
+    `scales`: the inputs' scales (`INPUT_SCALES`; 'official': `official_input_scales`, a control the cache does not key on)."""
     check_choice(task, 'task', ('main', 'pretrain'))
     if not isinstance(stop, bool): raise ValueError(f"stop must be a bool, got {stop!r}")
     if dropout_seed is not None:
         check_seed(dropout_seed, 'dropout_seed')
         if cache: raise ValueError("dropout_seed trains a model the cache does not key on: call it with cache=False")
+    check_choice(scales, 'scales', INPUT_SCALES)
+    if scales != 'book' and cache: raise ValueError(f"scales={scales!r} trains a model the cache does not key on: call it with cache=False")
     proto = sorting_protocol()
     cap = None if stop else plateau_protocol()[2]
     budget = proto.max_steps(n_train) if cap is None else min(proto.max_steps(n_train), cap)
     cfg = replace(SORTING_TRAIN if stop else SORTING_TRAIN_LITERAL, batch_size=proto.batch_size, max_steps=budget,
                   eval_every=proto.eval_every, patience=proto.patience if stop else None)
-    path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name)
+    path, net = _cache_path(name, task, n_train, seed, cfg), sorting_model(name, scales)
     if init is not None: transfer_weights(init, net, transfer)
     # a cached model is trained by one process; the others (a campaign's workers) wait for it and read it, so that every trial
     # of a seed shares one model even where training is not deterministic (a GPU's atomic additions; graphs' dropout masks)
@@ -570,13 +604,6 @@ def object_sorting_experiment() -> pd.DataFrame:
     return run_sweep('object_sorting', grid(model=list(SORTING_VARIANTS), n_train=proto.sizes, seed=list(range(proto.seeds))),
                      sorting_trial)
 
-@contextlib.contextmanager
-def rng_kept():
-    "Run a block without moving the global random states (torch, NumPy, Python) that the code after it draws from."
-    device = get_device(); states = _rng_states(device)     # the streams a resumed fit restores (harness)
-    try: yield
-    finally: _set_rng_states(states, device)
-
 def pretraining_trial(model: str, n_train: int, seed: int) -> dict:
     "Figure 5b: one variant at one size and seed; a pre-trained variant starts from its architecture's pre-trained model."
     check_choice(model, 'model', tuple(PRETRAIN_VARIANTS))
@@ -613,6 +640,27 @@ def sorting_no_patience_experiment() -> pd.DataFrame:
     cells, seeds, _ = plateau_protocol()
     trials = [dict(model=m, n_train=n, seed=s) for m, sizes in cells.items() for n in sizes for s in range(seeds)]
     return run_sweep('sorting_no_patience', trials, no_patience_trial)
+
+# %% ../nbs/05_object_sorting.ipynb #scale-def
+def input_scale_cells(profile: str | None = None) -> tuple[list[int], int]:
+    "(training-set sizes, seeds) of the input-scale control: where Figure 5a's `quick` curves part; the protocol's seeds."
+    proto = sorting_protocol(profile)
+    return by_profile(smoke=([proto.sizes[0]], 1), quick=([500, 1000], proto.seeds), gpu=([500, 1000], proto.seeds),
+                      full=([500, 1000], proto.seeds), profile=profile)
+
+def input_scale_trial(model: str, n_train: int, seed: int, scales: str) -> dict:
+    "Figure 5a's trial of (model, n_train, seed) with other input scales (`official_input_scales`); all else as `sorting_trial`."
+    check_choice(model, 'model', SORTING_VARIANTS); check_choice(scales, 'scales', INPUT_SCALES[1:])
+    net, info = train_sorting(model, n_train, seed, scales=scales)
+    return {**evaluate_sorting(net, protocol_splits(seed).data('test')), **info, 'n_params': count_params(net)}
+
+@experiment('sorting_input_scale')
+def sorting_input_scale_experiment() -> pd.DataFrame:
+    "A control, not a claim: Figure 5a's Abstractor and Transformer where they part, with the official code's input scales."
+    sizes, seeds = input_scale_cells()
+    return run_sweep('sorting_input_scale', grid(model=['Abstractor', 'Transformer'], n_train=sizes, seed=list(range(seeds)),
+                                                 scales=['official']), input_scale_trial)
+
 
 # %% ../nbs/05_object_sorting.ipynb #c029
 ROBUST_LEVELS = {'additive': [0.0, 0.1, 0.25, 0.5, 1.0, 2.0], 'linear': [0.1, 0.2, 0.29, 0.5, 1.0, 2.0],

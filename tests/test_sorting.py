@@ -258,3 +258,37 @@ def test_train_sorting_takes_the_lock_of_a_cached_model_only(tmp_path, monkeypat
         so.train_sorting('Transformer', 100, 0, cache=False)
     assert held == [True, False], held
     assert len(list(tmp_path.glob('checkpoints/sorting_pretrained/*.pt'))) == 1 and not list(tmp_path.glob('checkpoints/sorting_models/*.pt'))
+
+
+def test_official_input_scales_change_the_embedders_only():
+    "The input-scale control: the official embedders (Glorot Dense × √d, U(±0.05) × √d), every other weight and the random state as at our scales."
+    import torch
+    from relbook.core import seed_everything
+    states, after = {}, {}
+    for sc in so.INPUT_SCALES:
+        seed_everything(3); net = so.sorting_model('Abstractor', sc); after[sc] = torch.rand(4)
+        states[sc] = net.state_dict()
+    book, off = states['book'], states['official']
+    assert book.keys() == off.keys() and torch.equal(after['book'], after['official'])
+    for k in book:
+        assert torch.equal(book[k], off[k]) != k.startswith(('src_embed.', 'tgt_embed.')), k
+    assert off['tgt_embed.emb.weight'].abs().max() <= 0.05 and torch.equal(off['src_embed.bias'], torch.zeros(64))
+    assert off['src_embed.weight'].abs().max() <= math.sqrt(6 / (12 + 64)) + 1e-6          # Glorot uniform's bound
+    x = torch.randn(2, so.SEQ_LEN, 12)
+    assert torch.allclose(net.src_embed(x), (x @ off['src_embed.weight'].T) * 8.0, atol=1e-5)   # × √64, zero bias
+    with pytest.raises(ValueError, match="scales must be one of"):
+        so.sorting_model('Abstractor', 'keras')
+
+
+def test_input_scale_trial_runs_uncached_and_refuses_our_scales(tmp_path, monkeypatch):
+    from relbook.core import seed_everything, using_profile
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
+    with using_profile('smoke'):
+        with pytest.raises(ValueError, match="scales must be one of"):
+            so.input_scale_trial('Transformer', 100, 0, 'book')        # our scales are Figure 5a's own trials
+        with pytest.raises(ValueError, match="cache does not key on"):
+            so.train_sorting('Transformer', 100, 0, cache=True, scales='official')
+        seed_everything(0)
+        r = so.input_scale_trial('Transformer', 100, 0, 'official')
+        assert all(math.isfinite(r[k]) for k in ('acc', 'ar_seq_acc', 'val_loss'))
+        assert not list(tmp_path.glob('checkpoints/**/*.pt'))          # nothing cached under Figure 5a's keys
