@@ -21,14 +21,17 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 # %% auto #0
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'CORELNETS', 'SECTION_1', 'SECTION_2', 'SET_MIN_DELTA',
-           'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS', 'render_card', 'card_index',
-           'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder',
-           'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples',
-           'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet',
-           'set_model', 'transplant_relation', 'set_fit', 'fit_triples', 'set_classification_trial',
-           'set_classification_experiment', 'mean_acc', 'official_triples', 'official_set_data', 'sampled_data',
-           'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial', 'set_sampling_control_experiment',
-           'pretrain_relations', 'modular_model', 'set_modular_trial', 'set_modular_experiment']
+           'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR',
+           'render_card', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards',
+           'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set', 'all_triples',
+           'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP',
+           'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
+           'set_classification_trial', 'set_classification_experiment', 'mean_acc', 'official_triples',
+           'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial',
+           'set_sampling_control_experiment', 'pretrain_relations', 'modular_model', 'set_modular_trial',
+           'modular_trials', 'set_modular_experiment', 'official_embedder', 'OfficialPairAbstractor',
+           'OfficialModularAbstractor', 'transplant_pair_relation', 'pretrain_official_relations',
+           'official_modular_model', 'set_modular_official_trial', 'set_modular_official_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -626,11 +629,117 @@ def set_modular_trial(model: str, n_train: int, seed: int, epochs: int, patience
     model_key = 'Symbolic MLP' if model == 'Symbolic MLP' else 'Abstractor'
     return {**fit_triples(net, model_key, n_train, seed, epochs, patience, min_delta=min_delta), **extra}
 
+def modular_trials(models) -> list[dict]:
+    "Experiment 2's grid at the active profile for `models`: sizes × seeds, with the training parameters every trial carries."
+    sizes = by_profile(smoke=[64, 256], quick=[100, 250, 500, 1000, 2000], full=[100, 250, 500, 1000, 2000, 3000, 5000],
+                    gpu=[100, 250, 500, 1000, 2000, 3000, 5000])
+    trials = grid(model=list(models), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
+    fixed = set_fit(n_pairs=by_profile(600, 2000, 2000, gpu=2000), pair_epochs=by_profile(3, 50, 100, gpu=100))
+    return [{**t, **fixed} for t in trials]
+
 @experiment('set_modular')
 def set_modular_experiment() -> pd.DataFrame:
     "§4.5 (2023) / Fig. 4c (2024): Abstractor with pre-learned per-attribute relations vs symbolic bits."
-    sizes = by_profile(smoke=[64, 256], quick=[100, 250, 500, 1000, 2000], full=[100, 250, 500, 1000, 2000, 3000, 5000],
-                    gpu=[100, 250, 500, 1000, 2000, 3000, 5000])
-    trials = grid(model=list(MODULAR_MODELS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
-    fixed = set_fit(n_pairs=by_profile(600, 2000, 2000, gpu=2000), pair_epochs=by_profile(3, 50, 100, gpu=100))
-    return run_sweep('set_modular', [{**t, **fixed} for t in trials], set_modular_trial)
+    return run_sweep('set_modular', modular_trials(MODULAR_MODELS), set_modular_trial)
+
+# %% ../nbs/04_set.ipynb #modofc-def
+OFFICIAL_MODULAR = ('Official modular (pre-learned, frozen)', 'Official modular (from scratch)')
+
+def _keras_dense(d_in: int, d_out: int) -> nn.Linear:
+    "A linear map initialised as Keras' `Dense`: Glorot-uniform weights, zero bias."
+    lin = nn.Linear(d_in, d_out); nn.init.xavier_uniform_(lin.weight); nn.init.zeros_(lin.bias)
+    return lin
+
+def official_embedder(seed: int, d: int = 64) -> nn.Linear:
+    "The official `VectorEmbedder`: a Dense(d) frozen at its initialisation, one per seed (drawn from its own stream)."
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7_000_003 + seed); lin = _keras_dense(d, d)
+    return lin.requires_grad_(False)
+
+class OfficialPairAbstractor(nn.Module):
+    """The official `SimpleAbstractor` (2 cards): fixed embedder; R = sigmoid(50 <Q e_i, K e_j>/d) (2×2); A = R S, fixed
+    N(0,1) symbols S (2 × 10); flatten, Dense(32, ReLU), 2 logits."""
+    def __init__(self, embedder: nn.Linear, d: int = 64, symbol_dim: int = 10, scale: float = 50.0):
+        super().__init__()
+        self.embedder, self.d, self.scale = embedder, d, scale
+        self.q, self.k = _keras_dense(embedder.out_features, d), _keras_dense(embedder.out_features, d)
+        self.register_buffer('symbols', torch.randn(2, symbol_dim))
+        self.head = nn.Sequential(_keras_dense(2 * symbol_dim, 32), nn.ReLU(), _keras_dense(32, 2))
+    def relation(self, x: torch.Tensor, q: nn.Linear, k: nn.Linear) -> torch.Tensor:
+        e = self.embedder(x)
+        return torch.sigmoid(self.scale * q(e) @ k(e).transpose(-1, -2) / self.d)          # (b, n, n)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_shape(x, 'x', (None, 2, self.embedder.in_features))
+        return self.head((self.relation(x, self.q, self.k) @ self.symbols).flatten(1))
+
+class OfficialModularAbstractor(nn.Module):
+    """The official `SimpleAbstractorMH` (3 cards, 4 heads): fixed embedder; per head R_h = sigmoid(50 <Q_h e_i, K_h e_j>/d)
+    (3×3); A_h = R_h S, fixed N(0,1) symbols S (3 × 15); the heads' A_h stacked (12 × 15), flattened; Dense(128, ReLU),
+    Dense(64, ReLU), 2 logits."""
+    def __init__(self, embedder: nn.Linear, d: int = 64, n_heads: int = 4, symbol_dim: int = 15, scale: float = 50.0):
+        super().__init__()
+        self.embedder, self.d, self.scale = embedder, d, scale
+        self.q = nn.ModuleList(_keras_dense(embedder.out_features, d) for _ in range(n_heads))
+        self.k = nn.ModuleList(_keras_dense(embedder.out_features, d) for _ in range(n_heads))
+        self.register_buffer('symbols', torch.randn(3, symbol_dim))
+        self.head = nn.Sequential(_keras_dense(3 * n_heads * symbol_dim, 128), nn.ReLU(), _keras_dense(128, 64), nn.ReLU(),
+                                  _keras_dense(64, 2))
+    def relations(self, x: torch.Tensor) -> torch.Tensor:
+        "(b, h, 3, 3): every head's relation matrix."
+        e = self.embedder(x)
+        return torch.stack([torch.sigmoid(self.scale * q(e) @ k(e).transpose(-1, -2) / self.d) for q, k in zip(self.q, self.k)], 1)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_shape(x, 'x', (None, 3, self.embedder.in_features))
+        return self.head((self.relations(x) @ self.symbols).flatten(1))              # (b, h·3·15)
+
+def transplant_pair_relation(src: OfficialPairAbstractor, dst: OfficialModularAbstractor, head: int, freeze: bool = True) -> None:
+    "Copy a pair model's Q and K (weights and biases) into head `head` of `dst`; frozen, as the official notebook does."
+    check_choice(head, 'head', range(len(dst.q)))
+    if src.embedder is not dst.embedder: raise ValueError("src and dst must share one embedder (the official VectorEmbedder)")
+    for a, b in ((src.q, dst.q[head]), (src.k, dst.k[head])):
+        b.load_state_dict(a.state_dict()); b.requires_grad_(not freeze)
+
+@functools.lru_cache(maxsize=16)
+def pretrain_official_relations(seed: int, n_pairs: int, epochs: int) -> tuple[tuple[dict, ...], tuple[float, ...]]:
+    """One `OfficialPairAbstractor` per attribute on Experiment 2's pairs and protocol (as `pretrain_relations`): the
+    state of its Q and K maps, and its test accuracy."""
+    E, attrs = card_embeddings(0), deck()[1]
+    n_tr, n_va = int(0.6 * n_pairs), int(0.2 * n_pairs)
+    states, accs = [], []
+    with torch.random.fork_rng(devices=[]):                                       # its own random stream
+        torch.manual_seed(seed)
+        for k in range(4):
+            idx, y = pair_data(attrs, k, n_pairs, torch.Generator().manual_seed(1000 * seed + k))
+            X = E[idx]
+            net = OfficialPairAbstractor(official_embedder(seed))
+            fit(net, Classification(), (X[:n_tr], y[:n_tr]), (X[n_tr:n_tr + n_va], y[n_tr:n_tr + n_va]),
+                replace(SET_CFG, max_epochs=epochs, patience=10), seed=seed, progress=False, checkpoint=None)
+            dev = next(net.parameters()).device
+            accs.append(Classification().evaluate(net, (X[n_tr + n_va:].to(dev), y[n_tr + n_va:].to(dev)))['acc'])
+            states.append({n: v.detach().cpu().clone() for n, v in net.state_dict().items() if n.startswith(('q.', 'k.'))})
+    return tuple(states), tuple(accs)
+
+def official_modular_model(model: str, seed: int, n_pairs: int, pair_epochs: int) -> tuple[nn.Module, dict]:
+    "The control's two models by name (`OFFICIAL_MODULAR`), with the pair accuracies of the pre-learned relations."
+    check_choice(model, 'model', OFFICIAL_MODULAR)
+    emb = official_embedder(seed)
+    net = OfficialModularAbstractor(emb)
+    if model == OFFICIAL_MODULAR[1]: return net, {}
+    states, accs = pretrain_official_relations(seed, n_pairs, pair_epochs)
+    for k, st in enumerate(states):
+        src = OfficialPairAbstractor(emb)
+        src.load_state_dict({**src.state_dict(), **st}); transplant_pair_relation(src, net, k)
+    return net, {f'pair_acc_{ATTRIBUTES[k]}': a for k, a in enumerate(accs)}
+
+def set_modular_official_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None,
+                               n_pairs: int, pair_epochs: int, min_delta: float = 0.0) -> dict:
+    "One point of the control's learning curves (Experiment 2's protocol)."
+    net, extra = official_modular_model(model, seed, n_pairs, pair_epochs)
+    out = fit_triples(net, 'Abstractor', n_train, seed, epochs, patience, min_delta=min_delta)
+    return {**out, 'n_trainable': sum(p.numel() for p in net.parameters() if p.requires_grad), **extra}
+
+@experiment('set_modular_official')
+def set_modular_official_experiment() -> pd.DataFrame:
+    "A control of §4.5 / Fig. 4c: the official notebook's modular model (frozen pre-learned relations) and its from-scratch twin."
+    return run_sweep('set_modular_official', modular_trials(OFFICIAL_MODULAR), set_modular_official_trial)
+

@@ -261,3 +261,37 @@ def test_claims_are_declared_once_and_judge_synthetic_rows():
     for c in ours.values():
         if c.experiments == ('set_modular',):
             assert c.evaluate(one).comparison.verdict == 'insufficient data'
+
+
+def test_official_modular_model_freezes_the_transplanted_relations():
+    "The control of Experiment 2: the official SimpleAbstractorMH — fixed embedder and symbols, sigmoid relations, frozen Q/K."
+    emb = sg.official_embedder(0)
+    assert not emb.weight.requires_grad and torch.equal(emb.weight, sg.official_embedder(0).weight)   # one per seed, reproducible
+    assert torch.equal(emb.bias, torch.zeros(64))
+    net, pair = sg.OfficialModularAbstractor(emb), sg.OfficialPairAbstractor(emb)
+    x = torch.randn(5, 3, 64)
+    R = net.relations(x)
+    assert R.shape == (5, 4, 3, 3) and ((R >= 0) & (R <= 1)).all() and net(x).shape == (5, 2)
+    assert pair(torch.randn(5, 2, 64)).shape == (5, 2)
+    with pytest.raises(ValueError, match='x'):
+        net(torch.randn(5, 2, 64))
+    sg.transplant_pair_relation(pair, net, 2)
+    assert torch.equal(net.q[2].weight, pair.q.weight) and torch.equal(net.k[2].bias, pair.k.bias)
+    assert not net.q[2].weight.requires_grad and net.q[1].weight.requires_grad
+    with pytest.raises(ValueError, match='one embedder'):
+        sg.transplant_pair_relation(sg.OfficialPairAbstractor(sg.official_embedder(1)), net, 0)
+    # only the MLP on the symbols trains once every head is transplanted: 180·128+128 + 128·64+64 + 64·2+2
+    for h in range(4): sg.transplant_pair_relation(pair, net, h)
+    assert sum(p.numel() for p in net.parameters() if p.requires_grad) == 31_554
+    assert 'symbols' in dict(net.named_buffers()) and not any(n.startswith('symbols') for n, _ in net.named_parameters())
+
+
+def test_official_modular_trial_runs_and_reports():
+    _fake_embeddings(0)
+    sg.pretrain_official_relations.cache_clear()
+    r = sg.set_modular_official_trial(sg.OFFICIAL_MODULAR[0], 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
+    assert {'test_acc', 'pair_acc_color', 'pair_acc_shape'} <= set(r) and r['n_trainable'] == 31_554
+    r = sg.set_modular_official_trial(sg.OFFICIAL_MODULAR[1], 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
+    assert r['n_trainable'] == r['n_params'] - 64 * 65 and 0 <= r['test_acc'] <= 1          # all but the fixed embedder
+    with pytest.raises(ValueError, match='model must be one of'):
+        sg.set_modular_official_trial('Symbolic MLP', 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
