@@ -454,6 +454,16 @@ claim(id='set-modular-near-symbolic', chapter='04_set', paper='altabaa2023abstra
       comparison='symbolic MLP − Abstractor (pre-learned relations), paired by seed; equivalence within ±0.05',
       section=SECTION_2, evaluate=lambda df: _symbolic_gap(df, direction=0, margin=0.05))
 
+claim(id='set-official-modular-near-symbolic', chapter='04_set', paper='altabaa2023abstractors',
+      where="§4.5, Fig. 2b (2024: §4.1, Fig. 4c), with the official notebook's model",
+      claim=('The same claim for the model of the official notebook behind the figure (its SimpleAbstractorMH: frozen '
+             'pre-learned sigmoid relations, fixed symbols, an MLP readout): "not far from" the symbolic MLP (margin ±0.05).'),
+      experiments=('set_modular', 'set_modular_official'), metric='test accuracy, mean over training sizes',
+      comparison='symbolic MLP − official modular model (pre-learned, frozen), paired by seed; equivalence within ±0.05',
+      section=SECTION_2, evaluate=lambda df: conditions(df, 'test_acc', {'model': 'Symbolic MLP'},
+                                                        {'model': 'Official modular (pre-learned, frozen)'},
+                                                        labels=('symbolic MLP', 'official modular model'), direction=0, margin=0.05))
+
 claim(id='set-prelearned-relations-help', chapter='04_set', paper='altabaa2023abstractors', where='§4.5, Fig. 2b',
       claim=('Relations learned on pairs, one attribute at a time, transfer to SET: the Abstractor initialised with them '
              'learns faster than from scratch (implied by the modularity claim; the paper shows no from-scratch curve).'),

@@ -26,9 +26,9 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'evaluate_sorting', 'plateau_cells', 'with_budget', 'retained', 'informative_levels', 'robustness_by_level',
            'sorting_trial', 'object_sorting_experiment', 'pretraining_trial', 'sorting_pretraining_experiment',
            'no_patience_trial', 'sorting_no_patience_experiment', 'input_scale_cells', 'input_scale_trial',
-           'sorting_input_scale_experiment', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
-           'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
-           'sorting_robustness_experiment', 'robustness_long']
+           'input_scale_plateau_trial', 'sorting_input_scale_plateau_experiment', 'sorting_input_scale_experiment',
+           'random_orthogonal', 'corrupt_objects', 'robustness_trial', 'robustness_eval', 'dropout_redraw_trial',
+           'sorting_dropout_redraw_experiment', 'sorting_robustness_experiment', 'robustness_long']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -653,6 +653,20 @@ def input_scale_trial(model: str, n_train: int, seed: int, scales: str) -> dict:
     check_choice(model, 'model', SORTING_VARIANTS); check_choice(scales, 'scales', INPUT_SCALES[1:])
     net, info = train_sorting(model, n_train, seed, scales=scales)
     return {**evaluate_sorting(net, protocol_splits(seed).data('test')), **info, 'n_params': count_params(net)}
+
+def input_scale_plateau_trial(model: str, n_train: int, seed: int, scales: str) -> dict:
+    "`input_scale_trial` without patience, as the plateau check trains (`no_patience_trial`): the whole capped budget, the curve."
+    check_choice(model, 'model', SORTING_VARIANTS); check_choice(scales, 'scales', INPUT_SCALES[1:])
+    net, info = train_sorting(model, n_train, seed, stop=False, scales=scales)
+    return {**evaluate_sorting(net, protocol_splits(seed).data('test')), **info, 'n_params': count_params(net)}
+
+@experiment('sorting_input_scale_plateau')
+def sorting_input_scale_plateau_experiment() -> pd.DataFrame:
+    """The control's plateau check: its Transformers at the smallest size trained without patience (the plateau check's
+    budget), to see whether patience stopped them on a plateau they would have left."""
+    sizes, seeds = input_scale_cells()
+    return run_sweep('sorting_input_scale_plateau', grid(model=['Transformer'], n_train=sizes[:1], seed=list(range(seeds)),
+                                                         scales=['official']), input_scale_plateau_trial)
 
 @experiment('sorting_input_scale')
 def sorting_input_scale_experiment() -> pd.DataFrame:

@@ -291,4 +291,7 @@ def test_input_scale_trial_runs_uncached_and_refuses_our_scales(tmp_path, monkey
         seed_everything(0)
         r = so.input_scale_trial('Transformer', 100, 0, 'official')
         assert all(math.isfinite(r[k]) for k in ('acc', 'ar_seq_acc', 'val_loss'))
+        seed_everything(0)
+        q = so.input_scale_plateau_trial('Transformer', 100, 0, 'official')   # no patience: the whole capped budget, its curve
+        assert q['steps'] == q['max_steps'] and len(q['val_curve']) >= 1 and q['monitor'] == 'loss'
         assert not list(tmp_path.glob('checkpoints/**/*.pt'))          # nothing cached under Figure 5a's keys
