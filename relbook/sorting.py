@@ -643,11 +643,10 @@ def sorting_no_patience_experiment() -> pd.DataFrame:
 
 # %% ../nbs/05_object_sorting.ipynb #scale-def
 def input_scale_cells(profile: str | None = None) -> tuple[list[int], int]:
-    """(training-set sizes, seeds) of the input-scale control: where Figure 5a's `quick` curves part (500, 1,000) and the
-    largest `quick` size (2,000, added when the official scales stopped every Transformer at 1,000 on a plateau)."""
+    "(training-set sizes, seeds) of the input-scale control: where Figure 5a's `quick` curves part; the protocol's seeds."
     proto = sorting_protocol(profile)
-    return by_profile(smoke=([proto.sizes[0]], 1), quick=([500, 1000, 2000], proto.seeds), gpu=([500, 1000, 2000], proto.seeds),
-                      full=([500, 1000, 2000], proto.seeds), profile=profile)
+    return by_profile(smoke=([proto.sizes[0]], 1), quick=([500, 1000], proto.seeds), gpu=([500, 1000], proto.seeds),
+                      full=([500, 1000], proto.seeds), profile=profile)
 
 def input_scale_trial(model: str, n_train: int, seed: int, scales: str) -> dict:
     "Figure 5a's trial of (model, n_train, seed) with other input scales (`official_input_scales`); all else as `sorting_trial`."
