@@ -28,10 +28,11 @@ __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'REND
            'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
            'set_classification_trial', 'set_classification_experiment', 'mean_acc', 'official_triples',
            'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial',
-           'set_sampling_control_experiment', 'pretrain_relations', 'modular_model', 'set_modular_trial',
-           'modular_trials', 'set_modular_experiment', 'official_embedder', 'OfficialPairAbstractor',
-           'OfficialModularAbstractor', 'transplant_pair_relation', 'pretrain_official_relations',
-           'official_modular_model', 'set_modular_official_trial', 'set_modular_official_experiment']
+           'set_sampling_control_experiment', 'train_pair_classifiers', 'pretrain_relations', 'modular_model',
+           'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'official_embedder',
+           'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
+           'pretrain_official_relations', 'official_modular_model', 'set_modular_official_trial',
+           'set_modular_official_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -600,24 +601,30 @@ def set_sampling_control_experiment() -> pd.DataFrame:
 # %% ../nbs/04_set.ipynb #c044
 MODULAR_MODELS = ('Abstractor (pre-learned relations)', 'Abstractor (from scratch)', 'Symbolic MLP')
 
-@functools.lru_cache(maxsize=16)
-def pretrain_relations(seed: int, n_pairs: int, epochs: int) -> tuple[tuple[torch.Tensor, ...], tuple[float, ...]]:
-    "One 1-head Abstractor per attribute on n_pairs same/different pairs (60/20/20 % train/val/test): weights w_q, test accuracies."
+def train_pair_classifiers(seed: int, n_pairs: int, epochs: int, build) -> tuple[list[nn.Module], tuple[float, ...]]:
+    """One pair classifier per attribute, made by `build()`, trained on n_pairs same/different pairs (60/20/20 %
+    train/val/test) on a random stream of its own: the trained models and their test accuracies."""
     E, attrs = card_embeddings(0), deck()[1]
     n_tr, n_va = int(0.6 * n_pairs), int(0.2 * n_pairs)
-    weights, accs = [], []
+    nets, accs = [], []
     with torch.random.fork_rng(devices=[]):                                       # its own random stream
         torch.manual_seed(seed)
         for k in range(4):
             idx, y = pair_data(attrs, k, n_pairs, torch.Generator().manual_seed(1000 * seed + k))
             X = E[idx]                                                            # (n_pairs, 2, d)
-            net = AbstractorClassifier(64, 2, 2, replace(SET_ABSTRACTOR, n_heads=1))
+            net = build()
             fit(net, Classification(), (X[:n_tr], y[:n_tr]), (X[n_tr:n_tr + n_va], y[n_tr:n_tr + n_va]),
                 replace(SET_CFG, max_epochs=epochs, patience=10), seed=seed, progress=False, checkpoint=None)
             dev = next(net.parameters()).device
             accs.append(Classification().evaluate(net, (X[n_tr + n_va:].to(dev), y[n_tr + n_va:].to(dev)))['acc'])
-            weights.append(net.abstractor.layers[0].rca.w_q.weight.detach().cpu().clone())
-    return tuple(weights), tuple(accs)
+            nets.append(net)
+    return nets, tuple(accs)
+
+@functools.lru_cache(maxsize=16)
+def pretrain_relations(seed: int, n_pairs: int, epochs: int) -> tuple[tuple[torch.Tensor, ...], tuple[float, ...]]:
+    "One 1-head Abstractor per attribute on n_pairs same/different pairs (`train_pair_classifiers`): weights w_q, test accuracies."
+    nets, accs = train_pair_classifiers(seed, n_pairs, epochs, lambda: AbstractorClassifier(64, 2, 2, replace(SET_ABSTRACTOR, n_heads=1)))
+    return tuple(n.abstractor.layers[0].rca.w_q.weight.detach().cpu().clone() for n in nets), accs
 
 def modular_model(model: str, seed: int, n_pairs: int, pair_epochs: int) -> tuple[nn.Module, dict]:
     "The §4.5 models by name, with the pair accuracies of the pre-learned relations."
@@ -711,23 +718,10 @@ def transplant_pair_relation(src: OfficialPairAbstractor, dst: OfficialModularAb
 
 @functools.lru_cache(maxsize=16)
 def pretrain_official_relations(seed: int, n_pairs: int, epochs: int) -> tuple[tuple[dict, ...], tuple[float, ...]]:
-    """One `OfficialPairAbstractor` per attribute on Experiment 2's pairs and protocol (as `pretrain_relations`): the
-    state of its Q and K maps, and its test accuracy."""
-    E, attrs = card_embeddings(0), deck()[1]
-    n_tr, n_va = int(0.6 * n_pairs), int(0.2 * n_pairs)
-    states, accs = [], []
-    with torch.random.fork_rng(devices=[]):                                       # its own random stream
-        torch.manual_seed(seed)
-        for k in range(4):
-            idx, y = pair_data(attrs, k, n_pairs, torch.Generator().manual_seed(1000 * seed + k))
-            X = E[idx]
-            net = OfficialPairAbstractor(official_embedder(seed))
-            fit(net, Classification(), (X[:n_tr], y[:n_tr]), (X[n_tr:n_tr + n_va], y[n_tr:n_tr + n_va]),
-                replace(SET_CFG, max_epochs=epochs, patience=10), seed=seed, progress=False, checkpoint=None)
-            dev = next(net.parameters()).device
-            accs.append(Classification().evaluate(net, (X[n_tr + n_va:].to(dev), y[n_tr + n_va:].to(dev)))['acc'])
-            states.append({n: v.detach().cpu().clone() for n, v in net.state_dict().items() if n.startswith(('q.', 'k.'))})
-    return tuple(states), tuple(accs)
+    """One `OfficialPairAbstractor` per attribute on Experiment 2's pairs and protocol (`train_pair_classifiers`, as
+    `pretrain_relations`): the state of its Q and K maps, and its test accuracy."""
+    nets, accs = train_pair_classifiers(seed, n_pairs, epochs, lambda: OfficialPairAbstractor(official_embedder(seed)))
+    return tuple({n: v.detach().cpu().clone() for n, v in net.state_dict().items() if n.startswith(('q.', 'k.'))} for net in nets), accs
 
 def official_modular_model(model: str, seed: int, n_pairs: int, pair_epochs: int) -> tuple[nn.Module, dict]:
     "The control's two models by name (`OFFICIAL_MODULAR`), with the pair accuracies of the pre-learned relations."
