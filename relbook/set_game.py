@@ -22,17 +22,18 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'CORELNETS', 'SECTION_1', 'SECTION_2', 'SET_MIN_DELTA',
            'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR',
-           'render_card', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards',
-           'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set', 'all_triples',
-           'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP',
-           'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
+           'FREEZE_CONTROL', 'render_card', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits',
+           'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set',
+           'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits',
+           'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
            'set_classification_trial', 'set_classification_experiment', 'mean_acc', 'official_triples',
            'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial',
            'set_sampling_control_experiment', 'train_pair_classifiers', 'pretrain_relations', 'modular_model',
            'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'sigmoid_relation', 'official_embedder',
            'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
-           'pretrain_official_relations', 'official_modular_model', 'set_modular_official_trial',
-           'set_modular_official_experiment']
+           'pretrain_official_relations', 'official_modular_model', 'fit_modular', 'set_modular_official_trial',
+           'set_modular_official_experiment', 'freeze_control_model', 'set_modular_freeze_trial',
+           'set_modular_freeze_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -736,15 +737,46 @@ def official_modular_model(model: str, seed: int, n_pairs: int, pair_epochs: int
         src.load_state_dict({**src.state_dict(), **st}); transplant_pair_relation(src, net, k)
     return net, {f'pair_acc_{ATTRIBUTES[k]}': a for k, a in enumerate(accs)}
 
+def fit_modular(net: nn.Module, extra: dict, n_train: int, seed: int, epochs: int, patience: int | None,
+                min_delta: float = 0.0) -> dict:
+    "Train a modular model of embedded triples (`fit_triples`): its results, its trainable parameter count and `extra`."
+    out = fit_triples(net, 'Abstractor', n_train, seed, epochs, patience, min_delta=min_delta)
+    return {**out, 'n_trainable': sum(p.numel() for p in net.parameters() if p.requires_grad), **extra}
+
 def set_modular_official_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None,
                                n_pairs: int, pair_epochs: int, min_delta: float = 0.0) -> dict:
     "One point of the control's learning curves (Experiment 2's protocol)."
-    net, extra = official_modular_model(model, seed, n_pairs, pair_epochs)
-    out = fit_triples(net, 'Abstractor', n_train, seed, epochs, patience, min_delta=min_delta)
-    return {**out, 'n_trainable': sum(p.numel() for p in net.parameters() if p.requires_grad), **extra}
+    return fit_modular(*official_modular_model(model, seed, n_pairs, pair_epochs), n_train, seed, epochs, patience, min_delta)
 
 @experiment('set_modular_official')
 def set_modular_official_experiment() -> pd.DataFrame:
     "A control of §4.5 / Fig. 4c: the official notebook's modular model (frozen pre-learned relations) and its from-scratch twin."
     return run_sweep('set_modular_official', modular_trials(OFFICIAL_MODULAR), set_modular_official_trial)
+
+
+# %% ../nbs/04_set.ipynb #freeze-def
+FREEZE_CONTROL = ('Abstractor (pre-learned relations, frozen)', 'Official modular (pre-learned, trainable)')
+
+def freeze_control_model(model: str, seed: int, n_pairs: int, pair_epochs: int) -> tuple[nn.Module, dict]:
+    """The freezing control's models by name (`FREEZE_CONTROL`): our pre-learned Abstractor with its transplanted relation
+    frozen, and the official modular model with its transplanted relations trainable; each is built by its twin's builder
+    (the first model of `MODULAR_MODELS` / `OFFICIAL_MODULAR`), so only which parameters train differs."""
+    check_choice(model, 'model', FREEZE_CONTROL)
+    if model == FREEZE_CONTROL[0]:
+        net, extra = modular_model(MODULAR_MODELS[0], seed, n_pairs, pair_epochs)
+        net.abstractor.layers[0].rca.w_q.requires_grad_(False)        # symmetric relation <W₁x_i, W₁x_j>: W₁ is all of it
+    else:
+        net, extra = official_modular_model(OFFICIAL_MODULAR[0], seed, n_pairs, pair_epochs)
+        for m in (*net.q, *net.k): m.requires_grad_(True)
+    return net, extra
+
+def set_modular_freeze_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None,
+                             n_pairs: int, pair_epochs: int, min_delta: float = 0.0) -> dict:
+    "One point of the freezing control's learning curves (Experiment 2's protocol)."
+    return fit_modular(*freeze_control_model(model, seed, n_pairs, pair_epochs), n_train, seed, epochs, patience, min_delta)
+
+@experiment('set_modular_freeze')
+def set_modular_freeze_experiment() -> pd.DataFrame:
+    "A control of §4.5 / Fig. 4c: which of the official model's differences closes the gap, its frozen relations or its architecture?"
+    return run_sweep('set_modular_freeze', modular_trials(FREEZE_CONTROL), set_modular_freeze_trial)
 

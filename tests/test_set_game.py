@@ -300,3 +300,27 @@ def test_official_modular_trial_runs_and_reports():
     assert r['n_trainable'] == r['n_params'] - 64 * 65 and 0 <= r['test_acc'] <= 1          # all but the fixed embedder
     with pytest.raises(ValueError, match='model must be one of'):
         sg.set_modular_official_trial('Symbolic MLP', 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
+
+
+def test_freeze_control_twins_start_alike_and_differ_only_in_what_trains():
+    "The freezing control: each variant is its twin of the same seed, with the transplanted relations frozen or not."
+    _fake_embeddings(0)
+    sg.pretrain_relations.cache_clear(); sg.pretrain_official_relations.cache_clear()
+    fx = dict(seed=0, n_pairs=600, pair_epochs=1)
+    pairs = ((sg.FREEZE_CONTROL[0], sg.modular_model, sg.MODULAR_MODELS[0]),
+             (sg.FREEZE_CONTROL[1], sg.official_modular_model, sg.OFFICIAL_MODULAR[0]))
+    for variant, build, twin_name in pairs:
+        torch.manual_seed(3); net, extra = sg.freeze_control_model(variant, **fx)
+        torch.manual_seed(3); twin, twin_extra = build(twin_name, **fx)
+        a, b = net.state_dict(), twin.state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a) and extra == twin_extra
+        changed = {n for (n, p), (_, q) in zip(net.named_parameters(), twin.named_parameters()) if p.requires_grad != q.requires_grad}
+        if variant == sg.FREEZE_CONTROL[0]:
+            assert changed == {'abstractor.layers.0.rca.w_q.weight'} and not net.abstractor.layers[0].rca.w_q.weight.requires_grad
+        else:
+            assert changed == {f'{m}.{h}.{w}' for m in 'qk' for h in range(4) for w in ('weight', 'bias')}
+            assert not net.embedder.weight.requires_grad and 'symbols' in dict(net.named_buffers())
+    r = sg.set_modular_freeze_trial(sg.FREEZE_CONTROL[0], 64, seed=0, epochs=1, patience=None, n_pairs=600, pair_epochs=1)
+    assert r['n_trainable'] == r['n_params'] - 64 * 64 and 0 <= r['test_acc'] <= 1 and 'pair_acc_color' in r
+    with pytest.raises(ValueError, match='model must be one of'):
+        sg.freeze_control_model(sg.OFFICIAL_MODULAR[0], **fx)
