@@ -118,21 +118,22 @@ class CoRelNet(nn.Module):
                  softmax: bool = True,                  # σ = softmax over j (standard) or identity
                  d_hidden: int = 64,                    # MLP hidden width
                  embedder: nn.Module | None = None, d_e: int | None = None,
-                 diagonal: bool = True):                # False: the MLP reads only the entries i ≠ j (not in the paper; a control)
+                 diagonal: bool = True,                 # False: the MLP reads only the entries i ≠ j (not in the paper; a control)
+                 d_r: int = 1):                         # relation dimension (heads); the paper's CoRelNet has 1 (a control)
         super().__init__()
-        self.m = check_positive(m, 'm')
+        self.m, self.d_r = check_positive(m, 'm'), check_positive(d_r, 'd_r')
         if not diagonal and m < 2: raise ValueError(f"diagonal=False needs m >= 2 objects (an off-diagonal entry), got m={m}")
-        self.relation = MultiHeadRelation(d_in, 1, d_e or d_in, symmetric=symmetric, embedder=embedder, d_e=d_e,
+        self.relation = MultiHeadRelation(d_in, d_r, d_e or d_in, symmetric=symmetric, embedder=embedder, d_e=d_e,
                                           activation='softmax' if softmax else 'identity')
         off = (~torch.eye(m, dtype=torch.bool)).flatten().nonzero().squeeze(1)   # the entries i ≠ j of the flattened matrix
         self.register_buffer('keep', None if diagonal else off, persistent=False)   # indices, not a mask: no host sync on a GPU
-        self.head = mlp(m * m if diagonal else m * (m - 1), d_hidden, n_out, depth=1)
+        self.head = mlp((m * m if diagonal else m * (m - 1)) * d_r, d_hidden, n_out, depth=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         "x (b, m, d_in) -> logits (b, n_out)."
         check_shape(x, 'x', (None, self.m, self.relation.d_in))
-        R = self.relation(x).flatten(1, 2)                                # (b, m·m, 1)
-        if self.keep is not None: R = R[:, self.keep]                     # (b, m(m-1), 1)
+        R = self.relation(x).flatten(1, 2)                                # (b, m·m, d_r)
+        if self.keep is not None: R = R[:, self.keep]                     # (b, m(m-1), d_r)
         return self.head(R.flatten(1))                                    # -> (b, n_out)
 
 class PairRelationClassifier(nn.Module):

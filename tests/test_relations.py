@@ -157,3 +157,17 @@ def test_kernel_claims_compare_smallest_and_largest_width():
     assert ev.comparison.verdict == 'supports the paper' and math.isclose(ev.comparison.effect, 8.0)   # 0.8 / 0.1
     assert set(ev.rows.width) == {1, 64}
     assert CLAIMS['mlp-inner-products-fit-polynomial-kernel'].evaluate(rows[rows.kernel == 'rbf']).comparison is None
+
+
+def test_corelnet_relation_dimensions():
+    "d_r relations, each with its own map, read out together; d_r=1 is the paper's CoRelNet, drawn from the same random numbers."
+    torch.manual_seed(0); one = CoRelNet(8, 3, 2, softmax=False)
+    torch.manual_seed(0); same = CoRelNet(8, 3, 2, softmax=False, d_r=1)
+    assert all(torch.equal(a, b) for a, b in zip(one.state_dict().values(), same.state_dict().values()))
+    net, x = CoRelNet(8, 3, 2, softmax=False, d_r=4), torch.randn(5, 3, 8)
+    assert net.relation.d_r == 4 and net.head[0].in_features == 3 * 3 * 4 and net(x).shape == (5, 2)
+    R = net.relation(x)                                                    # (b, 3, 3, 4): one symmetric matrix per relation
+    assert R.shape == (5, 3, 3, 4) and torch.allclose(R, R.transpose(1, 2))
+    assert CoRelNet(8, 3, 2, diagonal=False, d_r=2).head[0].in_features == 3 * 2 * 2
+    with pytest.raises(ValueError, match='d_r'):
+        CoRelNet(8, 3, 2, d_r=0)
