@@ -12,11 +12,11 @@ from .core import check_choice, check_positive, check_seed, check_shape
 
 # %% auto #0
 __all__ = ['CELL', 'GRID', 'SHAPE_FAMILIES', 'SHAPES', 'COLOURS', 'RGB', 'BACKGROUND', 'N_OBJECTS', 'OBJECT_SETS', 'OOD_FAMILIES',
-           'LINES', 'PATTERNS', 'TASKS', 'RG_WIDE', 'RG_MODELS', 'RG_MAIN', 'RG_BASELINES', 'RG_TRAIN', 'RG_DECISIVE',
-           'RG_OOD', 'RG_CONVERGENCE', 'RG_DAT_MIXES', 'RG_TRANSFORMERS', 'RG_MARGIN', 'render_object', 'object_ids',
-           'relgames_sample', 'relgames_data', 'patches', 'PatchClassifier', 'rg_model', 'rg_sizes', 'rg_protocol',
-           'rg_epochs', 'rg_trial', 'relational_games_experiment', 'rg_rows', 'rg_budget', 'with_budget',
-           'dat_vs_transformers', 'paired_models']
+           'LINES', 'PATTERNS', 'TASKS', 'RG_WIDE', 'RG_MODELS', 'RG_MAIN', 'RG_ABLATIONS', 'RG_BASELINES', 'RG_TRAIN',
+           'RG_DECISIVE', 'RG_OOD', 'RG_CONVERGENCE', 'RG_DAT_MIXES', 'RG_TRANSFORMERS', 'RG_MARGIN', 'render_object',
+           'object_ids', 'relgames_sample', 'relgames_data', 'patches', 'PatchClassifier', 'rg_model', 'rg_sizes',
+           'rg_protocol', 'rg_epochs', 'rg_trial', 'relational_games_experiment', 'rg_rows', 'rg_budget', 'with_budget',
+           'dat_vs_transformers', 'paired_models', 'rg_claim_profiles']
 
 # %% ../nbs/13_relational_games.ipynb #c006
 CELL, GRID = 12, 3                                 # pixels per cell side; cells per grid side (image side 36)
@@ -307,6 +307,7 @@ RG_MODELS = {
                                                                                           max_len=9)), 64),
 }
 RG_MAIN = list(RG_MODELS)[:4]                       # Figure 2: the two DATs and the two Transformers
+RG_ABLATIONS = list(RG_MODELS)[4:7]                 # Fig. 8 (asymmetric relations) and Fig. 11 (RCA heads)
 RG_BASELINES = ['CoRelNet', 'Abstractor']
 
 def rg_model(model: str) -> nn.Module:
@@ -340,8 +341,9 @@ def rg_protocol(profile: str | None = None) -> dict:
     the updates between validations (None: once per epoch), the patience in validations (None: none) and the version."""
     return by_profile(smoke=dict(models={'occurs': [RG_MAIN[0], RG_MAIN[2]], 'match_pattern': [RG_MAIN[1], 'CoRelNet']},
                                  seeds=1, n_val=64, n_test=64, epochs=2, min_steps=0, **_RG_V1),
-                      quick=dict(models={t: RG_MAIN + RG_BASELINES for t in ('occurs', 'xoccurs')}, seeds=3, n_val=500, n_test=1000,
-                                 epochs=50, min_steps=300, **_RG_V1),
+                      quick=dict(models={'same': RG_MAIN + RG_BASELINES, 'between': RG_MAIN + RG_BASELINES,
+                                         **{t: RG_MAIN + RG_ABLATIONS + RG_BASELINES for t in ('occurs', 'xoccurs')}},
+                                 seeds=3, n_val=500, n_test=1000, epochs=50, min_steps=300, **_RG_V1),
                       full=dict(models={t: list(RG_MODELS) for t in TASKS}, seeds=5, n_val=1000, n_test=5000, epochs=50, min_steps=300,
                                 **_RG_V1),
                       gpu=dict(models={t: list(RG_MODELS) for t in RG_DECISIVE}, seeds=5, n_val=1000, n_test=5000, **_RG_V2),
@@ -441,14 +443,18 @@ _SEC, _CH, _PAPER = 'Learning curves: DAT against Transformers and relational ba
 _KW = dict(chapter=_CH, paper=_PAPER, section=_SEC, experiments=('relational_games',), metric='in-distribution test accuracy, mean over training-set sizes')
 _DAT02, _DAT11 = RG_MAIN[0], RG_MAIN[1]
 
+def rg_claim_profiles(models: list[str], task: str | None = None) -> tuple[str, ...]:
+    "The profiles whose `rg_protocol` runs every one of `models` on `task` (on some task, if None): only their rows can judge a claim."
+    ran = lambda p: [t for t, ms in rg_protocol(p)['models'].items() if task in (None, t) and set(models) <= set(ms)]
+    return tuple(p for p in ('quick', 'gpu', 'full') if ran(p))
+
 for _task in TASKS:   # one claim per task: Fig. 2 has one panel per task
     claim(id=f"dat-relgames-{_task.replace('_', '-')}-vs-transformer", where='§4.1, Fig. 2',
           claim=f"On `{_task}`, both DAT configurations (0 sensory + 2 relational heads; 1 + 1) are more sample-efficient than the 2-head Transformers"
                 + (" — dramatically so on this second-order task." if _task == 'match_pattern' else '.'),
           paper_value='"consistently more sample-efficient"' + ('; "particularly dramatic"' if _task == 'match_pattern' else '') + ' (5 seeds; no number in the text)',
           comparison=f'the worse of the two DATs − the better of the Transformers with d = 128 and d = {RG_WIDE} (DAT\'s parameter count), per seed',
-          evaluate=dat_vs_transformers(_task), **_KW,
-          profiles={'same': ('full',), 'between': ('full',), 'match_pattern': ('gpu', 'full')}.get(_task, ()))   # where rg_protocol runs the task
+          evaluate=dat_vs_transformers(_task), **_KW, profiles=rg_claim_profiles(RG_MAIN, _task))
 
 claim(id='dat-relgames-ra-only-vs-mix', where='§4.1, Fig. 2',
       claim='DAT with relational heads only is slightly better than DAT with sensory + relational heads (the difference is marginal).',
@@ -460,13 +466,13 @@ claim(id='dat-relgames-symmetric-vs-asymmetric', where='App. C.1, Fig. 8',
       comparison='symmetric − asymmetric, per seed, mean over tasks and both head mixes',
       evaluate=paired_models({_DAT02: '0+2', _DAT11: '1+1'},
                              {'DAT (0 SA + 2 RA, asym.)': '0+2', 'DAT (1 SA + 1 RA, asym.)': '1+1'}, ('symmetric', 'asymmetric')), **_KW,
-      profiles=('gpu', 'full'))                         # the asymmetric DATs are not in the quick protocol
+      profiles=rg_claim_profiles(RG_ABLATIONS[:2]))
 claim(id='dat-relgames-ra-vs-rca', where='App. D.3, Fig. 11',
       claim="DAT with RA heads and DAT with the Abstractor's RCA heads perform similarly (asymmetric relations, 1 + 1 heads).",
       paper_value='"similar, with most differences within the margin of error"',
       comparison=f'DAT (1 SA + 1 RA, asym.) − DAT (1 SA + 1 RCA), per seed, mean over tasks; equivalence within ±{RG_MARGIN}',
       evaluate=paired_models({'DAT (1 SA + 1 RA, asym.)': 0}, {'DAT (1 SA + 1 RCA)': 0}, ('RA heads', 'RCA heads'), direction=0, margin=RG_MARGIN), **_KW,
-      profiles=('gpu', 'full'))                         # nor is the RCA one
+      profiles=rg_claim_profiles(RG_ABLATIONS[1:]))
 claim(id='dat-relgames-vs-corelnet', where='App. C.1, Fig. 7',
       claim='DAT is competitive with CoRelNet, performing marginally worse.',
       paper_value='"marginally worse than CoRelNet" (no number)',
