@@ -17,11 +17,11 @@ from .abstractor import sinusoidal, count_params
 from .harness import experiment, grid, run_sweep
 
 # %% auto #0
-__all__ = ['SYMBOL_TYPES', 'BLOCK_PAIRS', 'BENCH_IMPLS', 'BENCH_NS', 'BENCH_DTYPES', 'rope_angles', 'apply_rope',
-           'attention_mask', 'PositionalSymbols', 'PositionRelativeSymbols', 'SymbolicAttention', 'DualAttention',
-           'theorem1_module', 'theorem1_check', 'MLP', 'make_norm', 'DATConfig', 'CrossAttention', 'DATBlock',
-           'DATStack', 'DATSeq2Seq', 'DATLanguageModel', 'PatchEmbedding', 'ViDAT', 'bench_once', 'bench_subprocess',
-           'ra_benchmark_trial', 'ra_benchmark_experiment']
+__all__ = ['SYMBOL_TYPES', 'BLOCK_PAIRS', 'DROPOUT_PLACEMENTS', 'BENCH_IMPLS', 'BENCH_NS', 'BENCH_DTYPES', 'rope_angles',
+           'apply_rope', 'attention_mask', 'PositionalSymbols', 'PositionRelativeSymbols', 'SymbolicAttention',
+           'DualAttention', 'theorem1_module', 'theorem1_check', 'MLP', 'make_norm', 'DATConfig', 'CrossAttention',
+           'DATBlock', 'DATStack', 'DATSeq2Seq', 'DATLanguageModel', 'PatchEmbedding', 'ViDAT', 'bench_once',
+           'bench_subprocess', 'ra_benchmark_trial', 'ra_benchmark_experiment']
 
 # %% ../nbs/12_dual_attention.ipynb #c006
 def rope_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,11 +117,15 @@ def _softmax(scores: torch.Tensor, allow: torch.Tensor | None) -> torch.Tensor:
     p = scores.masked_fill(~allow, float('-inf')).softmax(-1)
     return p.masked_fill(~allow.any(-1, keepdim=True), 0.0)
 
-def _sdpa(q, k, v, allow, causal_only: bool):
-    "scaled_dot_product_attention with our boolean mask; rows with no allowed key give 0 (SDPA would give NaN)."
-    if allow is None: return F.scaled_dot_product_attention(q, k, v)
-    if causal_only and q.shape[2] == k.shape[2]: return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=allow)
+def _drop(x: torch.Tensor, p: float) -> torch.Tensor:
+    "Dropout at rate `p` (0: x itself, no kernel launched); the callers pass 0 outside training."
+    return F.dropout(x, p) if p else x
+
+def _sdpa(q, k, v, allow, causal_only: bool, dropout_p: float = 0.0):
+    "scaled_dot_product_attention with our boolean mask; rows with no allowed key give 0 (SDPA would give NaN). `dropout_p`: dropout on the attention probabilities."
+    if allow is None: return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    if causal_only and q.shape[2] == k.shape[2]: return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=allow, dropout_p=dropout_p)
     return torch.where(allow.any(-1, keepdim=True), o, 0.0)
 
 BLOCK_PAIRS = 1 << 20      # (query, key) pairs per block of the fast relational path
@@ -153,7 +157,9 @@ class DualAttention(nn.Module):
                  head_type: str = 'ra',              # 'ra' relational attention, 'rca' the Abstractor's RCA (App. D)
                  rope: bool = False, rope_base: float = 10000.0,
                  bias: bool = True,                  # bias in the attention, symbol and output projections
-                 rel_bias: bool = False):            # bias in the relation maps: off, as the official code (it adds bᵀW y, a sender-only term)
+                 rel_bias: bool = False,             # bias in the relation maps: off, as the official code (it adds bᵀW y, a sender-only term)
+                 attn_dropout: float = 0.0,          # dropout on the attention probabilities (the official placement; ours: 0)
+                 out_dropout: float = 0.0):          # dropout on each head type's output projection (the official placement; ours: 0)
         super().__init__()
         check_positive(d_model, 'd_model'); check_choice(head_type, 'head_type', ('ra', 'rca'))
         for k, v in dict(n_heads_sa=n_heads_sa, n_heads_ra=n_heads_ra).items():
@@ -170,6 +176,9 @@ class DualAttention(nn.Module):
         if rope and self.head_dim % 2: raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
         check_positive(rope_base, 'rope_base', integer=False, finite=True)
         if not isinstance(rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {rel_bias!r}")
+        for k, v in dict(attn_dropout=attn_dropout, out_dropout=out_dropout).items():
+            if not (isinstance(v, (int, float)) and 0 <= v < 1): raise ValueError(f"{k} must be in [0, 1), got {v!r}")
+        self.attn_dropout, self.out_dropout = float(attn_dropout), float(out_dropout)
         self.rope, self.rope_base, self.head_type = rope, rope_base, head_type
         self.checkpoint_blocks = True   # recompute the blocked path's blocks in backward: training memory linear in n
         hd = self.head_dim
@@ -224,19 +233,20 @@ class DualAttention(nn.Module):
         n_k = offset + n
         allow = attention_mask(n, n_k, key_padding_mask=key_padding_mask, causal=causal, offset=offset, device=x.device)
         causal_only = causal and key_padding_mask is None and offset == 0
+        p = self.attn_dropout if self.training else 0.0
         outs = []
         if self.n_sa:
             q, k = self._qk(x, self.sa_q, self.sa_k, self.n_sa, offset)
             v = _heads(self.sa_v(x), self.n_kv or self.n_sa)
             if cache is not None: k, v = self._append(cache, 'sa', k, v)
             k, v = _expand_kv(k, self.n_sa), _expand_kv(v, self.n_sa)
-            if impl != 'reference': o = _sdpa(q, k, v, allow, causal_only)
+            if impl != 'reference': o = _sdpa(q, k, v, allow, causal_only, p)
             else:
-                o = _softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), allow) @ v
+                o = _drop(_softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), allow), p) @ v
             outs.append(self.sa_o(o.transpose(1, 2).reshape(b, n, self.n_sa * self.head_dim)))   # explicit width: n = 0 works
         if self.n_ra:
-            outs.append(self.ra_o(self._relational(x, symbols, allow, causal_only, cache, offset, impl)))
-        return torch.cat(outs, -1)
+            outs.append(self.ra_o(self._relational(x, symbols, allow, causal_only, cache, offset, impl, p)))
+        return _drop(torch.cat(outs, -1), self.out_dropout if self.training else 0.0)
 
     def _append(self, cache, name, *ts):
         old = cache.get(name)
@@ -244,7 +254,7 @@ class DualAttention(nn.Module):
         cache[name] = new
         return new
 
-    def _relational(self, x, symbols, allow, causal_only, cache, offset, impl):
+    def _relational(self, x, symbols, allow, causal_only, cache, offset, impl, p=0.0):
         b, n, _ = x.shape
         h, hd = self.n_ra, self.head_dim
         relative = symbols.dim() == 2
@@ -264,24 +274,27 @@ class DualAttention(nn.Module):
         k = _expand_kv(k, h)                                                               # (b, h, n_k, d_h)
         if not relative: sv = _expand_kv(sv, h)                                           # (b, h, n_k, d_h)
         if impl == 'reference':
-            return self._relational_reference(q, k, qr, kr, sv, allow, relative, offset)
+            return self._relational_reference(q, k, qr, kr, sv, allow, relative, offset, p)
         if not relative and (impl == 'factorised' or not ra):
-            out = self._relational_factorised(q, k, qr, kr, sv, allow, causal_only)
+            if p and ra:      # its one SDPA call cuts the values into chunks run as heads: each would draw its own mask
+                raise ValueError("impl='factorised' cannot drop the attention probabilities of RA heads (attn_dropout > 0 in "
+                                 "training); use impl='fast' or 'reference', or eval()")
+            out = self._relational_factorised(q, k, qr, kr, sv, allow, causal_only, p)
         else:
-            out = self._relational_blocked(q, k, qr, kr, sv, allow, relative, offset)
+            out = self._relational_blocked(q, k, qr, kr, sv, allow, relative, offset, p)
         return out.transpose(1, 2).reshape(b, n, h * hd)
 
-    def _relational_factorised(self, q, k, qr, kr, sv, allow, causal_only):
+    def _relational_factorised(self, q, k, qr, kr, sv, allow, causal_only, p=0.0):
         "One SDPA call whose values are [φ_k,ℓ(x_j) for all ℓ | s_j W_s]; Σ_j α_ij r_ijℓ = ⟨φ_q,ℓ(x_i), Σ_j α_ij φ_k,ℓ(x_j)⟩."
         b, h, n, hd = q.shape
-        if qr is None: return _sdpa(q, k, sv, allow, causal_only)                  # RCA heads: the values are the symbols
+        if qr is None: return _sdpa(q, k, sv, allow, causal_only, p)               # RCA heads: the values are the symbols
         n_k = k.shape[2]
         vals = torch.cat([kr.flatten(2)[:, None].expand(b, h, n_k, -1), sv], -1)    # (b, h, n_k, d_r·d_proj + d_h)
         o = _sdpa_wide(q, k, vals, allow, causal_only)
         rel = (o[..., :-hd].view(b, h, n, self.n_rel, self.rel_dim) * qr[:, None]).sum(-1) * self.rel_scale   # (b, h, n, d_r)
         return o[..., -hd:] + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
 
-    def _relational_blocked(self, q, k, qr, kr, sv, allow, relative, offset):
+    def _relational_blocked(self, q, k, qr, kr, sv, allow, relative, offset, p=0.0):
         "Relations first, one block of queries at a time: memory O(block·n·(h + d_r)), never an (n, n, d) tensor. Under autograd with several blocks, each block is recomputed in the backward pass (activation checkpointing, `checkpoint_blocks`), so training memory is linear in n too; the gradients are the same."
         b, h, n, hd = q.shape
         n_k = k.shape[2]
@@ -294,13 +307,13 @@ class DualAttention(nn.Module):
         for s in range(0, n, step):
             e = min(n, s + step)
             args = (q[:, :, s:e], kt, sv, None if qr is None else qr[:, s:e], krT,
-                    None if allow is None else (allow if allow.shape[-2] == 1 else allow[..., s:e, :]), relative, offset + s)
+                    None if allow is None else (allow if allow.shape[-2] == 1 else allow[..., s:e, :]), relative, offset + s, p)
             outs.append(torch.utils.checkpoint.checkpoint(self._block, *args, use_reentrant=False) if ckpt else self._block(*args))
         return torch.cat(outs, 2) if outs else q.new_zeros(b, h, 0, hd)                   # n = 0: no block
 
-    def _block(self, q, kt, sv, qr, krT, allow, relative, offset):
-        "One block of queries (b, h, B, d_h) against every key: Σ_j α_ij (r_ij W_r + s_j W_s)."
-        a = _softmax(q @ kt, allow)                                                    # (b, h, B, n_k)
+    def _block(self, q, kt, sv, qr, krT, allow, relative, offset, p=0.0):
+        "One block of queries (b, h, B, d_h) against every key: Σ_j α_ij (r_ij W_r + s_j W_s); `p`: dropout on α (one mask for both terms, as the official code; checkpointing recomputes it with the same random state)."
+        a = _drop(_softmax(q @ kt, allow), p)                                      # (b, h, B, n_k)
         if relative:                                                                   # Σ_δ (Σ_{j: clip(j-i)=δ} α_ij) s_δ W_s
             idx = _rel_index(a.shape[2], a.shape[3], (sv.shape[1] - 1) // 2, offset, q.device).expand(a.shape)
             o = a.new_zeros(*a.shape[:3], sv.shape[1]).scatter_add_(-1, idx, a) @ sv
@@ -312,11 +325,11 @@ class DualAttention(nn.Module):
             o = o + torch.einsum('bhir,hdr->bhid', rel, self.w_r)
         return o
 
-    def _relational_reference(self, q, k, qr, kr, sv, allow, relative, offset):
+    def _relational_reference(self, q, k, qr, kr, sv, allow, relative, offset, p=0.0):
         "The paper's App. B.1 einsums: materialises α (b,h,n,n), the relation tensor (b,n,n,d_r) and, for relative symbols, s_{j-i}W_s (n,n,h,d_h)."
         b, h, n, hd = q.shape
         n_k = k.shape[2]
-        alpha = _softmax(q @ k.transpose(-2, -1) / math.sqrt(hd), allow)                 # (b, h, n, n_k)
+        alpha = _drop(_softmax(q @ k.transpose(-2, -1) / math.sqrt(hd), allow), p)   # (b, h, n, n_k)
         if relative:
             lib = sv.transpose(0, 1)                                                       # (2Δ+1, h, d_h)
             sym = lib[_rel_index(n, n_k, (lib.shape[0] - 1) // 2, offset, q.device)]      # (n, n_k, h, d_h)
@@ -407,6 +420,8 @@ def make_norm(norm_type: str, d_model: int) -> nn.Module:
     check_choice(norm_type, 'norm_type', ('layernorm', 'rmsnorm'))
     return nn.LayerNorm(d_model) if norm_type == 'layernorm' else nn.RMSNorm(d_model)
 
+DROPOUT_PLACEMENTS = ('ours', 'official')
+
 @dataclass
 class DATConfig:
     "One stack of dual-attention blocks. n_heads_ra = 0 gives a standard Transformer with the same code."
@@ -430,6 +445,7 @@ class DATConfig:
     norm_type: str = 'layernorm'          # 'layernorm' or 'rmsnorm'
     activation: str = 'swiglu'            # 'relu', 'gelu', 'swiglu'
     dropout: float = 0.0
+    dropout_placement: str = 'ours'       # 'ours' (each residual branch, MLP hidden, input) or 'official' (encoder blocks; below)
     bias: bool = True                     # bias in attention, symbol, output and MLP projections
     rel_bias: bool = False                # bias in the relation maps (official: none; a bias adds a sender-only term)
     n_heads_cross: int | None = None      # decoder cross-attention heads (default n_heads_sa + n_heads_ra)
@@ -443,6 +459,7 @@ class DATConfig:
         check_choice(self.norm_type, 'norm_type', ('layernorm', 'rmsnorm')); check_choice(self.activation, 'activation', ('relu', 'gelu', 'swiglu'))
         if not isinstance(self.rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {self.rel_bias!r}")
         if not 0 <= self.dropout < 1: raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_choice(self.dropout_placement, 'dropout_placement', DROPOUT_PLACEMENTS)
         n_h = self.n_heads_sa + self.n_heads_ra
         if min(self.n_heads_sa, self.n_heads_ra) < 0 or n_h < 1:
             raise ValueError(f"n_heads_sa, n_heads_ra must be >= 0 with a positive sum, got {self.n_heads_sa}, {self.n_heads_ra}")
@@ -454,7 +471,8 @@ class DATConfig:
         return DualAttention(self.d_model, self.n_heads_sa, self.n_heads_ra, n_relations=self.n_relations,
                              rel_proj_dim=self.rel_proj_dim, symmetric_rels=self.symmetric_rels, n_kv_heads=self.n_kv_heads,
                              head_type=self.head_type, rope=self.pos_enc == 'rope', bias=self.bias,
-                             rel_bias=self.rel_bias)
+                             rel_bias=self.rel_bias, **({} if self.dropout_placement == 'ours' else
+                                                         dict(attn_dropout=self.dropout, out_dropout=self.dropout)))
     def symbol_retriever(self) -> nn.Module | None:
         "One shared retriever per model (None for a standard Transformer)."
         if not self.n_heads_ra: return None
@@ -483,8 +501,14 @@ class DATBlock(nn.Module):
         self.attn, self.norm1 = cfg.attention(), make_norm(cfg.norm_type, cfg.d_model)
         self.cross = CrossAttention(cfg.d_model, cfg.n_heads_cross or cfg.n_heads_sa + cfg.n_heads_ra, cfg.bias) if cross else None
         self.norm_c = make_norm(cfg.norm_type, cfg.d_model) if cross else None
-        self.mlp, self.norm2 = MLP(cfg.d_model, cfg.ff, cfg.activation, cfg.dropout, cfg.bias), make_norm(cfg.norm_type, cfg.d_model)
+        official = cfg.dropout_placement == 'official'
+        if official and cross:
+            raise ValueError("dropout_placement='official' is implemented for encoder blocks only (the official decoder blocks "
+                             "place dropout differently again); use dropout_placement='ours' for a decoder")
+        self.mlp = MLP(cfg.d_model, cfg.ff, cfg.activation, 0.0 if official else cfg.dropout, cfg.bias)   # official: no hidden dropout
+        self.norm2 = make_norm(cfg.norm_type, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
+        self.drop_mid = nn.Dropout(cfg.dropout) if official and not cfg.norm_first else nn.Identity()   # official post-norm: after norm1
 
     def _res(self, x, norm, f):
         return x + self.drop(f(norm(x))) if self.norm_first else norm(x + self.drop(f(x)))
@@ -496,7 +520,7 @@ class DATBlock(nn.Module):
         if self.cross is not None:
             if memory is None: raise ValueError("a decoder block needs the encoder memory")
             x = self._res(x, self.norm_c, lambda h: self.cross(h, memory, memory_mask))
-        return self._res(x, self.norm2, self.mlp)
+        return self._res(self.drop_mid(x), self.norm2, self.mlp)
 
 # %% ../nbs/12_dual_attention.ipynb #c026
 class DATStack(nn.Module):

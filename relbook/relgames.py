@@ -12,10 +12,11 @@ from .core import check_choice, check_positive, check_seed, check_shape
 
 # %% auto #0
 __all__ = ['CELL', 'GRID', 'SHAPE_FAMILIES', 'SHAPES', 'COLOURS', 'RGB', 'BACKGROUND', 'N_OBJECTS', 'OBJECT_SETS', 'OOD_FAMILIES',
-           'LINES', 'PATTERNS', 'TASKS', 'RG_WIDE', 'RG_MODELS', 'RG_MAIN', 'RG_ABLATIONS', 'RG_BASELINES', 'RG_TRAIN',
-           'RG_DECISIVE', 'RG_OOD', 'RG_CONVERGENCE', 'RG_DAT_MIXES', 'RG_TRANSFORMERS', 'RG_MARGIN', 'render_object',
-           'object_ids', 'relgames_sample', 'relgames_data', 'patches', 'PatchClassifier', 'rg_model', 'rg_sizes',
-           'rg_protocol', 'rg_epochs', 'rg_trial', 'relational_games_experiment', 'rg_rows', 'rg_budget', 'with_budget',
+           'LINES', 'PATTERNS', 'TASKS', 'RG_WIDE', 'RG_CONFIGS', 'RG_MODELS', 'RG_MAIN', 'RG_ABLATIONS',
+           'RG_BASELINES', 'RG_TRAIN', 'RG_DECISIVE', 'RG_OOD', 'RG_DROPOUT_TASKS', 'RG_CONVERGENCE', 'RG_DAT_MIXES',
+           'RG_TRANSFORMERS', 'RG_MARGIN', 'render_object', 'object_ids', 'relgames_sample', 'relgames_data', 'patches',
+           'PatchClassifier', 'rg_model', 'rg_sizes', 'rg_protocol', 'rg_epochs', 'rg_trial',
+           'relational_games_experiment', 'rg_dropout_control_experiment', 'rg_rows', 'rg_budget', 'with_budget',
            'dat_vs_transformers', 'paired_models', 'rg_claim_profiles']
 
 # %% ../nbs/13_relational_games.ipynb #c006
@@ -273,7 +274,7 @@ def patches(images: torch.Tensor,  # (b, c, H, W)
 # %% ../nbs/13_relational_games.ipynb #c036
 from .core import by_profile, get_device
 from .harness import fit, TrainConfig, Classification, experiment, grid, run_sweep
-from .dat import DATConfig, ViDAT, PatchEmbedding
+from .dat import DATConfig, ViDAT, PatchEmbedding, DROPOUT_PLACEMENTS
 from .relations import CoRelNet
 from .abstractor import AbstractorClassifier, AbstractorConfig, count_params
 import pandas as pd
@@ -294,14 +295,17 @@ _RG = DATConfig(d_model=128, d_ff=256, n_layers=2, n_heads_sa=0, n_heads_ra=2, n
                 norm_first=True, symbol_type='positional', symmetric_rels=True, bias=False)
 RG_WIDE = 134       # the width of a 2-head Transformer (d_ff = 2d) with the parameter count of DAT (0 SA + 2 RA): checked below
 _vidat = lambda cfg: ViDAT(GRID * CELL, CELL, 3, 1, cfg, pool='mean')
+RG_CONFIGS = {      # the ViDAT models (the DATs, the Transformers, the ablations) by their encoder configuration
+    'DAT (0 SA + 2 RA)': _RG,
+    'DAT (1 SA + 1 RA)': replace(_RG, n_heads_sa=1, n_heads_ra=1),
+    'Transformer (2 heads)': replace(_RG, n_heads_sa=2, n_heads_ra=0),
+    f'Transformer (2 heads, d={RG_WIDE})': replace(_RG, d_model=RG_WIDE, d_ff=2 * RG_WIDE, n_heads_sa=2, n_heads_ra=0),
+    'DAT (0 SA + 2 RA, asym.)': replace(_RG, symmetric_rels=False),
+    'DAT (1 SA + 1 RA, asym.)': replace(_RG, n_heads_sa=1, n_heads_ra=1, symmetric_rels=False),
+    'DAT (1 SA + 1 RCA)': replace(_RG, n_heads_sa=1, n_heads_ra=1, head_type='rca'),
+}
 RG_MODELS = {
-    'DAT (0 SA + 2 RA)': lambda: _vidat(_RG),
-    'DAT (1 SA + 1 RA)': lambda: _vidat(replace(_RG, n_heads_sa=1, n_heads_ra=1)),
-    'Transformer (2 heads)': lambda: _vidat(replace(_RG, n_heads_sa=2, n_heads_ra=0)),
-    f'Transformer (2 heads, d={RG_WIDE})': lambda: _vidat(replace(_RG, d_model=RG_WIDE, d_ff=2 * RG_WIDE, n_heads_sa=2, n_heads_ra=0)),
-    'DAT (0 SA + 2 RA, asym.)': lambda: _vidat(replace(_RG, symmetric_rels=False)),
-    'DAT (1 SA + 1 RA, asym.)': lambda: _vidat(replace(_RG, n_heads_sa=1, n_heads_ra=1, symmetric_rels=False)),
-    'DAT (1 SA + 1 RCA)': lambda: _vidat(replace(_RG, n_heads_sa=1, n_heads_ra=1, head_type='rca')),
+    **{m: (lambda c=c: _vidat(c)) for m, c in RG_CONFIGS.items()},
     'CoRelNet': lambda: PatchClassifier(CoRelNet(64, 9, 1, symmetric=True, d_hidden=64), 64),
     'Abstractor': lambda: PatchClassifier(AbstractorClassifier(64, 9, 1, AbstractorConfig(n_layers=2, d_model=64, n_heads=4, d_ff=128,
                                                                                           max_len=9)), 64),
@@ -310,9 +314,13 @@ RG_MAIN = list(RG_MODELS)[:4]                       # Figure 2: the two DATs and
 RG_ABLATIONS = list(RG_MODELS)[4:7]                 # Fig. 8 (asymmetric relations) and Fig. 11 (RCA heads)
 RG_BASELINES = ['CoRelNet', 'Abstractor']
 
-def rg_model(model: str) -> nn.Module:
-    check_choice(model, 'model', tuple(RG_MODELS))
-    return RG_MODELS[model]()
+def rg_model(model: str,                    # a name of RG_MODELS
+             dropout: str = 'ours',          # the DATs' and Transformers' dropout placement: 'ours' or 'official' (chapter 12)
+            ) -> nn.Module:
+    check_choice(model, 'model', tuple(RG_MODELS)); check_choice(dropout, 'dropout', DROPOUT_PLACEMENTS)
+    if dropout == 'ours': return RG_MODELS[model]()
+    if model not in RG_CONFIGS: raise ValueError(f"dropout='official' applies to the ViDAT models {tuple(RG_CONFIGS)}, not {model!r}")
+    return _vidat(replace(RG_CONFIGS[model], dropout_placement='official'))
 
 # %% ../nbs/13_relational_games.ipynb #c036x
 import math
@@ -354,13 +362,15 @@ def rg_epochs(n_train: int, profile: str | None = None) -> int:
     p = rg_protocol(profile)
     return max(p['epochs'], math.ceil(p['min_steps'] / math.ceil(n_train / RG_TRAIN.batch_size)))
 
-def rg_trial(task: str, n_train: int, model: str, seed: int, protocol: int = 1) -> dict:
+def rg_trial(task: str, n_train: int, model: str, seed: int, protocol: int = 1,
+             dropout: str = 'ours',      # the ViDAT models' dropout placement (rg_model): 'official' in the control below
+            ) -> dict:
     "Train on the 'train' objects; test in distribution (new images), on recombined objects and on the two held-out families."
     p, dev = rg_protocol(), get_device()
     if protocol != p['version']:
         raise ValueError(f"protocol must be {p['version']}, this profile's version of the protocol (rg_protocol), got {protocol!r}")
     d = relgames_data(task, n_train, p['n_val'], p['n_test'], seed=seed, objects='train', ood=RG_OOD)
-    net = rg_model(model)
+    net = rg_model(model, dropout)
     cfg = replace(RG_TRAIN, max_epochs=rg_epochs(n_train), eval_every=p['eval_every'], patience=p['patience'])
     res = fit(net, Classification(), d['train'], d['val'], cfg, seed=seed, progress=False)
     ev = {k: Classification().evaluate(net, tuple(t.to(dev) for t in d[k])) for k in ('test', *RG_OOD)}
@@ -376,6 +386,17 @@ def relational_games_experiment() -> pd.DataFrame:
     trials = [dict(task=t, n_train=n, model=m, seed=s, **version) for t, models in p['models'].items() for n in rg_sizes(t)
               for m in models for s in range(p['seeds'])]
     return run_sweep('relational_games', trials, rg_trial)
+
+RG_DROPOUT_TASKS = ('occurs',)   # the dropout control's task: a decisive one that a CPU runs
+
+@experiment('rg_dropout_control')
+def rg_dropout_control_experiment() -> pd.DataFrame:
+    "A control, not a claim: Figure 2's four models with the official dropout placement (chapter 12), paired by seed with relational_games."
+    p = rg_protocol()
+    version = {'protocol': p['version']} if p['version'] > 1 else {}
+    trials = [dict(task=t, n_train=n, model=m, seed=s, dropout='official', **version) for t in RG_DROPOUT_TASKS if t in p['models']
+              for n in rg_sizes(t) for m in RG_MAIN if m in p['models'][t] for s in range(p['seeds'])]
+    return run_sweep('rg_dropout_control', trials, rg_trial)
 
 # %% ../nbs/13_relational_games.ipynb #c036b
 from .evidence import claim, compare, select, Evidence

@@ -128,7 +128,9 @@ def test_official_shapes():
                                      (dict(d_model=32, n_heads_sa=0, n_heads_ra=0), 'n_heads'),
                                      (dict(d_model=32, n_heads_sa=4, n_heads_ra=4, n_kv_heads=3), 'n_kv_heads'),
                                      (dict(d_model=32, n_heads_sa=2, n_heads_ra=2, head_type='x'), 'head_type'),
-                                     (dict(d_model=27, n_heads_sa=1, n_heads_ra=2, rope=True), 'rope')])
+                                     (dict(d_model=27, n_heads_sa=1, n_heads_ra=2, rope=True), 'rope'),
+                                     (dict(d_model=32, n_heads_sa=2, n_heads_ra=2, attn_dropout=1.0), r'attn_dropout must be in \[0, 1\)'),
+                                     (dict(d_model=32, n_heads_sa=2, n_heads_ra=2, out_dropout=-0.1), 'out_dropout')])
 def test_bad_configs(kw, msg):
     d, sa, ra = kw.pop('d_model'), kw.pop('n_heads_sa'), kw.pop('n_heads_ra')
     with pytest.raises(ValueError, match=msg):
@@ -323,3 +325,68 @@ def test_lm_positional_symbols_get_the_gpt2_init():
     cfg = DATConfig(d_model=64, n_layers=1, n_heads_sa=2, n_heads_ra=2, symbol_type='positional', max_len=512, pos_enc='rope')
     lm = DATLanguageModel(100, cfg)
     assert abs(lm.stack.symbols.library.std().item() - 0.02) < 0.002
+
+
+def _train_out(m, x, s, seed, impl='fast'):
+    torch.manual_seed(seed)
+    return m(x, s, impl=impl)
+
+
+def test_official_dropout_placement_sites_and_eval_equivalence():
+    """dropout_placement='official' (encoder blocks): attention probabilities and each head type's output dropped, no MLP hidden
+    dropout, one more dropout after norm1 in a post-norm block; 'ours' unchanged. In eval mode the two placements compute the
+    same function of the same weights; in training they differ."""
+    cfg = DATConfig(d_model=32, n_layers=2, n_heads_sa=1, n_heads_ra=1, d_ff=64, dropout=0.1, max_len=9)
+    ours, off = (ViDAT(36, 12, 3, 1, replace(cfg, dropout_placement=p), pool='mean') for p in ('ours', 'official'))
+    off.load_state_dict(ours.state_dict())                          # no parameter differs between the placements
+    for blk in ours.encoder.blocks:
+        assert blk.mlp.drop.p == 0.1 and blk.attn.attn_dropout == 0 and blk.attn.out_dropout == 0
+        assert isinstance(blk.drop_mid, torch.nn.Identity)
+    for blk in off.encoder.blocks:
+        assert blk.mlp.drop.p == 0 and blk.attn.attn_dropout == 0.1 and blk.attn.out_dropout == 0.1 and blk.drop.p == 0.1
+    post = DATStack(replace(cfg, norm_first=False, dropout_placement='official'))
+    assert all(isinstance(b.drop_mid, torch.nn.Dropout) and b.drop_mid.p == 0.1 for b in post.blocks)
+    x = torch.rand(4, 3, 36, 36)
+    ours.eval(); off.eval()
+    assert torch.equal(ours(x), off(x))
+    ours.train(); off.train()
+    torch.manual_seed(1); a = ours(x)
+    torch.manual_seed(1); b = off(x)
+    assert not torch.allclose(a, b)
+    with pytest.raises(ValueError, match='dropout_placement must be one of'):
+        DATConfig(dropout_placement='keras')
+    with pytest.raises(ValueError, match="implemented for encoder blocks only"):
+        DATSeq2Seq(10, 10, cfg, replace(cfg, dropout_placement='official'))
+
+
+@pytest.mark.parametrize('symbol', ['positional', 'position_relative'])
+def test_attention_dropout_one_mask_for_both_terms_fast_equals_reference(symbol):
+    """With attention-probability dropout in training, the fast (blocked) relational path and the paper-literal reference draw
+    the same mask for α (same random state) and use it for the relation and the symbol term alike: their outputs agree."""
+    d, b, n = 16, 2, 6
+    torch.manual_seed(0)
+    m = DualAttention(d, 0, 2, attn_dropout=0.3).double().train()
+    x = torch.randn(b, n, d, dtype=torch.float64)
+    s = _symbols(symbol, d, n, x)
+    fast, ref = _train_out(m, x, s, 5), _train_out(m, x, s, 5, 'reference')
+    assert torch.allclose(fast, ref, atol=1e-10), (fast - ref).abs().max()
+    assert not torch.allclose(fast, _train_out(m, x, s, 6))          # another seed, another mask
+    m.eval()
+    assert torch.allclose(m(x, s), m(x, s, impl='reference'), atol=1e-10)
+    with pytest.raises(ValueError, match="impl='factorised' cannot drop"):
+        _train_out(m.train(), x, _symbols('positional', d, n, x), 0, 'factorised')
+
+
+@pytest.mark.parametrize('heads', [(2, 0), (0, 2), (1, 1)])
+def test_attention_dropout_is_unbiased(heads):
+    "Inverted dropout on the probabilities (SDPA's for sensory heads, ours for relational ones): the mean over draws is the eval output."
+    d, b, n = 16, 2, 5
+    torch.manual_seed(0)
+    m = DualAttention(d, *heads, attn_dropout=0.2).double()
+    x = torch.randn(b, n, d, dtype=torch.float64)
+    s = _symbols('positional', d, n, x)
+    with torch.no_grad():
+        want = m.eval()(x, s)
+        m.train()
+        mean = torch.stack([m(x, s) for _ in range(4000)]).mean(0)
+    assert (mean - want).abs().max() < 0.05 * want.abs().max(), ((mean - want).abs().max(), want.abs().max())

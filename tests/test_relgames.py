@@ -257,3 +257,28 @@ def test_gpu_protocol_is_version_2_and_its_trials_say_so():
     assert [rg_budget(n, 'quick') for n in (1000, 15_000)] == [300, 1500]
     with pytest.raises(ValueError, match='protocol must be 1'):
         rg_trial('occurs', 64, 'CoRelNet', 0, protocol=2)                       # the smoke profile runs version 1
+
+
+def test_dropout_control_pairs_with_the_learning_curves(monkeypatch):
+    """The control runs Figure 2's models with the official dropout placement; each of its trials has a partner in the
+    learning-curve sweep (the same task, size, model and seed); the official placement changes no initial weight; a baseline
+    without DAT's blocks refuses it."""
+    import torch
+    from relbook.campaign import intercept
+    from relbook.relgames import rg_model, rg_trial, RG_MAIN
+    for profile in ('quick', 'gpu'):
+        ctl, main = intercept('rg_dropout_control', profile)[0], intercept('relational_games', profile)[0]
+        assert ctl and {t['dropout'] for t in ctl} == {'official'} and {t['model'] for t in ctl} == set(RG_MAIN)
+        assert all({k: v for k, v in t.items() if k != 'dropout'} in main for t in ctl)
+    for m in RG_MAIN:
+        torch.manual_seed(0); a = rg_model(m)
+        torch.manual_seed(0); b = rg_model(m, 'official')
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+        assert b.encoder.blocks[0].mlp.drop.p == 0 and b.encoder.blocks[0].attn.attn_dropout == 0.1
+    with pytest.raises(ValueError, match="dropout='official' applies to the ViDAT models"):
+        rg_model('CoRelNet', 'official')
+    with pytest.raises(ValueError, match="dropout must be one of"):
+        rg_model(RG_MAIN[0], 'keras')
+    monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
+    r = rg_trial('occurs', 64, RG_MAIN[0], 0, dropout='official')
+    assert 0 <= r['test_acc'] <= 1
