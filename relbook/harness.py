@@ -24,8 +24,8 @@ from .core import (PROFILES, get_profile, using_profile, seed_everything, get_de
 # %% auto #0
 __all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'eval_batches', 'Task',
            'Classification', 'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer',
-           'autocast_for', 'make_scheduler', 'FitResult', 'SweepIntercepted', 'BudgetExhausted', 'deadline',
-           'stored_only', 'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for', 'fit', 'trial_key',
+           'autocast_for', 'make_scheduler', 'FitResult', 'adam_eps_effect', 'SweepIntercepted', 'BudgetExhausted',
+           'deadline', 'stored_only', 'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for', 'fit', 'trial_key',
            'ResultsStore', 'grid', 'store_for', 'model_lock', 'run_sweep', 'experiment', 'load_all_experiments',
            'run_experiment', 'main']
 
@@ -256,6 +256,42 @@ class FitResult:
     max_steps: int = 0                            # the step budget (a best_step in its last 10 % means still improving)
     devices: list = field(default_factory=list)   # the devices it trained on, in order: several when resumed on another
     graphed_steps: int | None = 0                 # of `steps`, those replayed from a CUDA graph (None: resumed from a checkpoint that did not count)
+
+# %% ../nbs/91_harness.ipynb #c013e
+def adam_eps_effect(opt: torch.optim.Optimizer,   # a torch.optim.Adam or AdamW that has taken steps
+                    eps: float,                   # another ε (e.g. a paper's): how would the current step differ under it?
+                    rel: float = 0.01,            # a step counts as changed when it moves by more than this share of itself
+                    model: nn.Module | None = None,   # the optimised model: with it, the changed elements are also counted by parameter
+                   ) -> dict:
+    """How much Adam's current step depends on its ε, read from the optimizer's state: each element's step is
+    lr·m̂/(√v̂ + ε), so swapping ε₀ for ε changes it by the factor (√v̂ + ε₀)/(√v̂ + ε), by |ε₀ − ε|/(√v̂ + ε) relatively.
+    Returns the elements with a gradient history (v̂ > 0), the share of them whose step moves by more than `rel`, the share
+    of the step's squared norm those carry, and the largest relative change (with `model`: `moved_by_param`, the changed
+    elements per parameter name, largest first, parameters with none left out)."""
+    if not isinstance(opt, (torch.optim.Adam, torch.optim.AdamW)): raise ValueError(f"opt must be a torch.optim.Adam or AdamW, got {type(opt).__name__}")
+    check_positive(eps, 'eps', integer=False, finite=True); check_positive(rel, 'rel', integer=False, finite=True)
+    n = moved = 0; sq = sq_moved = 0.0; worst = 0.0; names = {p: k for k, p in model.named_parameters()} if model is not None else {}
+    by_param = {}
+    for g in opt.param_groups:
+        eps0, (b1, b2) = g['eps'], g['betas']
+        for p in g['params']:
+            st = opt.state.get(p, {})
+            if 'exp_avg_sq' not in st: continue
+            t = float(st['step'])
+            s = (st['exp_avg_sq'].float() / (1 - b2 ** t)).sqrt()
+            live = s > 0
+            if not live.any(): continue
+            s, m = s[live], st['exp_avg'].float()[live] / (1 - b1 ** t)
+            change = abs(eps0 - eps) / (s + eps)
+            step2 = (m / (s + eps0)) ** 2
+            hit = change > rel
+            n += s.numel(); moved += int(hit.sum()); sq += float(step2.sum()); sq_moved += float(step2[hit].sum())
+            if p in names and hit.any(): by_param[names[p]] = int(hit.sum())
+            worst = max(worst, float(change.max()))
+    if n == 0: raise ValueError("opt has no state yet: it must have taken a step")
+    out = dict(elements=n, share_moved=moved / n, norm_share_moved=sq_moved / sq if sq else 0.0, max_rel_change=worst)
+    return out | ({'moved_by_param': dict(sorted(by_param.items(), key=lambda kv: -kv[1]))} if model is not None else {})
+
 
 # %% ../nbs/91_harness.ipynb #c015
 _trial_checkpoint: contextvars.ContextVar = contextvars.ContextVar('relbook_trial_checkpoint', default=None)

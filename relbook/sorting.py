@@ -19,16 +19,18 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'SORTING_TRAIN', 'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS', 'PLATEAU_TOL', 'SECTION_5A',
            'SECTION_5B', 'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE', 'PLATEAU_LEFT',
            'PLATEAU_UNCHECKED', 'PLATEAU_UNCHECKED_NONE', 'PLATEAU_PARTIAL', 'REACH', 'INFORMATIVE', 'SORTING_VARIANTS',
-           'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'SortingObjects', 'sorting_objects', 'sample_sequences',
-           'sorting_tensors', 'SortingSplits', 'sorting_splits', 'rng_kept', 'ScaledLinear', 'official_input_scales',
-           'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol', 'protocol_splits',
-           'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting', 'size_to_reach',
-           'evaluate_sorting', 'plateau_cells', 'with_budget', 'retained', 'informative_levels', 'robustness_by_level',
-           'sorting_trial', 'object_sorting_experiment', 'pretraining_trial', 'sorting_pretraining_experiment',
-           'no_patience_trial', 'sorting_no_patience_experiment', 'input_scale_cells', 'input_scale_trial',
-           'input_scale_plateau_trial', 'sorting_input_scale_plateau_experiment', 'sorting_input_scale_experiment',
-           'random_orthogonal', 'corrupt_objects', 'robustness_trial', 'robustness_eval', 'dropout_redraw_trial',
-           'sorting_dropout_redraw_experiment', 'sorting_robustness_experiment', 'robustness_long']
+           'PRETRAIN_VARIANTS', 'ROBUST_LEVELS', 'ADAM_EPS_PAPER', 'SortingObjects', 'sorting_objects',
+           'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'rng_kept', 'ScaledLinear',
+           'official_input_scales', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol',
+           'protocol_splits', 'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting',
+           'size_to_reach', 'evaluate_sorting', 'plateau_cells', 'with_budget', 'retained', 'informative_levels',
+           'robustness_by_level', 'sorting_trial', 'object_sorting_experiment', 'pretraining_trial',
+           'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment', 'input_scale_cells',
+           'input_scale_trial', 'input_scale_plateau_trial', 'sorting_input_scale_plateau_experiment',
+           'sorting_input_scale_experiment', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
+           'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
+           'sorting_robustness_experiment', 'robustness_long', 'adam_eps_marks', 'adam_eps_trial',
+           'sorting_adam_eps_experiment']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -739,3 +741,43 @@ def robustness_long(df: pd.DataFrame) -> pd.DataFrame:
     long = df.melt(id_vars=['model', 'seed'], value_vars=cols, var_name='key', value_name='value')
     long[['kind', 'sigma', 'metric']] = long['key'].str.split('|', expand=True)
     return long.assign(sigma=long['sigma'].astype(float)).drop(columns='key')
+
+# %% ../nbs/05_object_sorting.ipynb #eps-code
+ADAM_EPS_PAPER = 1e-7   # App. B.2.1's ε (Keras's default); every model here trains with PyTorch's 1e-8
+
+def adam_eps_marks(profile: str | None = None) -> list[int]:
+    "The updates after which an `adam_eps_trial` reads its optimizer's state."
+    marks = [10, 25, 50, 100, 250, 500, 1000, 2000]   # early and dense: where the first reading found ε to matter
+    return by_profile(smoke=[2, 4], quick=marks, gpu=marks, full=marks, profile=profile)
+
+def adam_eps_trial(model: str, n_train: int, seed: int) -> dict:
+    """Train `model` on the first `n_train` pool sequences of `seed` (Figure 5a's model, data, batch size and Adam; batches drawn
+    from a generator of the seed, dropout on) for the marks' updates; at each mark, how much the step would change under the
+    paper's ε (`adam_eps_effect`, 1 % threshold) and the mean training loss over the updates since the last mark."""
+    from relbook.harness import make_optimizer, adam_eps_effect
+    proto, marks, dev = sorting_protocol(), adam_eps_marks(), get_device()
+    net = sorting_model(model).to(dev).train()
+    src, tgt = (t.to(dev) for t in protocol_splits(seed).data('pool', n_train))
+    opt = make_optimizer(net, replace(SORTING_TRAIN, batch_size=proto.batch_size), dev)
+    gen, task, out, losses, order = torch.Generator().manual_seed(seed), Seq2Seq(pad_id=-1), [], [], []
+    for step in range(1, marks[-1] + 1):
+        if not order: order = list(torch.randperm(n_train, generator=gen).split(proto.batch_size))[::-1]   # an epoch of batches
+        idx = order.pop().to(dev)
+        loss = task.loss(net, (src[idx], tgt[idx]))
+        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        losses.append(loss.detach())
+        if step in marks:
+            e = adam_eps_effect(opt, ADAM_EPS_PAPER, model=net)
+            out.append(dict(step=step, train_loss=float(torch.stack(losses).mean()), top_params=list(e.pop('moved_by_param'))[:3], **e))
+            losses = []
+    return {'marks': [o['step'] for o in out],
+            **{k: [o[k] for o in out] for k in ('train_loss', 'share_moved', 'norm_share_moved', 'max_rel_change', 'top_params')},
+            'elements': out[-1]['elements'], 'eps': make_optimizer(nn.Linear(1, 1), SORTING_TRAIN).defaults['eps']}
+
+@experiment('sorting_adam_eps')
+def sorting_adam_eps_experiment() -> pd.DataFrame:
+    "A diagnostic, not a claim: how much Adam's step in Figure 5a's training would change under the paper's ε."
+    seeds, n = by_profile(smoke=(1, 100), quick=(3, 500), gpu=(3, 500), full=(3, 500))   # 500: where the models' seeds part
+    return run_sweep('sorting_adam_eps', grid(model=['Abstractor', 'Transformer'], n_train=[n], seed=list(range(seeds))),
+                     adam_eps_trial)
+

@@ -295,3 +295,20 @@ def test_input_scale_trial_runs_uncached_and_refuses_our_scales(tmp_path, monkey
         q = so.input_scale_plateau_trial('Transformer', 100, 0, 'official')   # no patience: the whole capped budget, its curve
         assert q['steps'] == q['max_steps'] and len(q['val_curve']) >= 1 and q['monitor'] == 'loss'
         assert not list(tmp_path.glob('checkpoints/**/*.pt'))          # nothing cached under Figure 5a's keys
+
+
+def test_adam_eps_trial_reads_the_optimizer_at_its_marks(monkeypatch):
+    "The ε diagnostic: one reading per mark, shares in [0, 1], PyTorch's ε recorded, the paper's ε compared; SGD refused."
+    import torch
+    from relbook.harness import adam_eps_effect
+    from relbook.sorting import adam_eps_trial, adam_eps_marks, ADAM_EPS_PAPER
+    monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
+    torch.manual_seed(0)
+    r = adam_eps_trial('Transformer', 100, 0)
+    assert r['marks'] == adam_eps_marks() and r['eps'] == 1e-8 and ADAM_EPS_PAPER == 1e-7
+    for k in ('share_moved', 'norm_share_moved'):
+        assert len(r[k]) == len(r['marks']) and all(0 <= v <= 1 for v in r[k])
+    assert all(0 < v < 0.9 + 1e-6 for v in r['max_rel_change'])           # |1e-8 - 1e-7| / (s + 1e-7) < 0.9
+    assert all(isinstance(p, list) for p in r['top_params'])
+    with pytest.raises(ValueError, match='opt must be a torch.optim.Adam'):
+        adam_eps_effect(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1), 1e-7)
