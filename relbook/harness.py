@@ -488,13 +488,16 @@ def tf32_for(cfg: TrainConfig, device: torch.device):
 
 def fit(model: nn.Module, task: Task, train: Sequence[torch.Tensor], val: Sequence[torch.Tensor] | None = None,
         cfg: TrainConfig = TrainConfig(), *, device: str | torch.device | None = None, seed: int = 0,
-        progress: bool | None = None, checkpoint: str | Path | None = 'auto') -> FitResult:
-    "Train `model` on `task` with `cfg`; early-stop on `val`; restore the best model; return the history."
+        progress: bool | None = None, checkpoint: str | Path | None = 'auto',
+        inspect: Callable[[nn.Module, torch.optim.Optimizer], dict] | None = None) -> FitResult:
+    """Train `model` on `task` with `cfg`; early-stop on `val`; restore the best model; return the history. `inspect(model, opt)`,
+    if given, is called at every evaluation and its numbers join that evaluation's record (e.g. `adam_eps_effect`)."""
     device = get_device(device)
+    if inspect is not None and not callable(inspect): raise ValueError(f"inspect must be a callable (model, opt) -> dict, got {inspect!r}")
     with tf32_for(cfg, device):
-        return _fit(model, task, train, val, cfg, device=device, seed=seed, progress=progress, checkpoint=checkpoint)
+        return _fit(model, task, train, val, cfg, device=device, seed=seed, progress=progress, checkpoint=checkpoint, inspect=inspect)
 
-def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) -> FitResult:
+def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint, inspect=None) -> FitResult:
     "`fit`'s loop, inside its precision scope."
     model.to(device)
     train = check_data(train, 'train')
@@ -564,6 +567,10 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint) ->
             if not math.isfinite(train_loss):
                 raise FloatingPointError(f"the training loss became {train_loss} between steps {st['step'] - st['run_n'] + 1} and {st['step']}")
             rec = _evaluate(model, task, train_loss, val, cfg, st['step'], st['step'] / per_epoch)
+            if inspect is not None:
+                if clash := set(extra := dict(inspect(model, opt))) & set(rec):
+                    raise ValueError(f"inspect returned keys {sorted(clash)} that the evaluation record has already")
+                rec.update(extra)
             run_sum.zero_(); st['run_n'] = 0; st['history'].append(rec); score = rec[key]
             if not math.isfinite(score): raise FloatingPointError(f"{key} is {score} at step {st['step']}: no best model can be chosen")
             tied = (tie is not None and score == st['best_score']

@@ -751,28 +751,24 @@ def adam_eps_marks(profile: str | None = None) -> list[int]:
     return by_profile(smoke=[2, 4], quick=marks, gpu=marks, full=marks, profile=profile)
 
 def adam_eps_trial(model: str, n_train: int, seed: int) -> dict:
-    """Train `model` on the first `n_train` pool sequences of `seed` (Figure 5a's model, data, batch size and Adam; batches drawn
-    from a generator of the seed, dropout on) for the marks' updates; at each mark, how much the step would change under the
-    paper's ε (`adam_eps_effect`, 1 % threshold) and the mean training loss over the updates since the last mark."""
-    from relbook.harness import make_optimizer, adam_eps_effect
-    proto, marks, dev = sorting_protocol(), adam_eps_marks(), get_device()
-    net = sorting_model(model).to(dev).train()
-    src, tgt = (t.to(dev) for t in protocol_splits(seed).data('pool', n_train))
-    opt = make_optimizer(net, replace(SORTING_TRAIN, batch_size=proto.batch_size), dev)
-    gen, task, out, losses, order = torch.Generator().manual_seed(seed), Seq2Seq(pad_id=-1), [], [], []
-    for step in range(1, marks[-1] + 1):
-        if not order: order = list(torch.randperm(n_train, generator=gen).split(proto.batch_size))[::-1]   # an epoch of batches
-        idx = order.pop().to(dev)
-        loss = task.loss(net, (src[idx], tgt[idx]))
-        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
-        losses.append(loss.detach())
-        if step in marks:
-            e = adam_eps_effect(opt, ADAM_EPS_PAPER, model=net)
-            out.append(dict(step=step, train_loss=float(torch.stack(losses).mean()), top_params=list(e.pop('moved_by_param'))[:3], **e))
-            losses = []
-    return {'marks': [o['step'] for o in out],
-            **{k: [o[k] for o in out] for k in ('train_loss', 'share_moved', 'norm_share_moved', 'max_rel_change', 'top_params')},
-            'elements': out[-1]['elements'], 'eps': make_optimizer(nn.Linear(1, 1), SORTING_TRAIN).defaults['eps']}
+    """The first updates of Figure 5a's trial of this model, size and seed (its initial weights, data, batch order and Adam, through
+    the same `fit`), validated at every mark and, there, how much the step would change under the paper's ε (`adam_eps_effect`,
+    1 % threshold, through `fit`'s `inspect`). Lists, one entry per mark."""
+    from math import gcd
+    from functools import reduce
+    from relbook.harness import adam_eps_effect, make_optimizer
+    proto, marks = sorting_protocol(), adam_eps_marks()
+    net = sorting_model(model)
+    sp = protocol_splits(seed)
+    cfg = replace(SORTING_TRAIN, batch_size=proto.batch_size, max_steps=marks[-1], eval_every=reduce(gcd, marks), patience=None)
+    res = fit(net, Seq2Seq(pad_id=-1), sp.data('pool', n_train), sp.data('val'), cfg, seed=seed, progress=False,
+              inspect=lambda m, opt: adam_eps_effect(opt, ADAM_EPS_PAPER, model=m))
+    at = {h['step']: h for h in res.history}
+    keep = {'train_loss': 'train_loss', 'val_acc': 'val_acc', 'share_moved': 'share_moved', 'norm_share_moved': 'norm_share_moved',
+            'max_rel_change': 'max_rel_change'}
+    return {'marks': marks, **{k: [float(at[s][v]) for s in marks] for k, v in keep.items()},
+            'top_params': [list(at[s]['moved_by_param'])[:3] for s in marks], 'elements': at[marks[-1]]['elements'],
+            'eps': make_optimizer(nn.Linear(1, 1), SORTING_TRAIN).param_groups[0]['eps'], 'fit_time_s': res.wall_time_s}
 
 @experiment('sorting_adam_eps')
 def sorting_adam_eps_experiment() -> pd.DataFrame:

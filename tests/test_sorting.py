@@ -309,6 +309,6 @@ def test_adam_eps_trial_reads_the_optimizer_at_its_marks(monkeypatch):
     for k in ('share_moved', 'norm_share_moved'):
         assert len(r[k]) == len(r['marks']) and all(0 <= v <= 1 for v in r[k])
     assert all(0 < v < 0.9 + 1e-6 for v in r['max_rel_change'])           # |1e-8 - 1e-7| / (s + 1e-7) < 0.9
-    assert all(isinstance(p, list) for p in r['top_params'])
+    assert all(isinstance(p, list) for p in r['top_params']) and len(r['val_acc']) == len(r['marks'])
     with pytest.raises(ValueError, match='opt must be a torch.optim.Adam'):
         adam_eps_effect(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1), 1e-7)
