@@ -270,6 +270,7 @@ def adam_eps_effect(opt: torch.optim.Optimizer,   # a torch.optim.Adam or AdamW 
     elements per parameter name, largest first, parameters with none left out)."""
     if not isinstance(opt, (torch.optim.Adam, torch.optim.AdamW)): raise ValueError(f"opt must be a torch.optim.Adam or AdamW, got {type(opt).__name__}")
     check_positive(eps, 'eps', integer=False, finite=True); check_positive(rel, 'rel', integer=False, finite=True)
+    if model is not None and not isinstance(model, nn.Module): raise ValueError(f"model must be an nn.Module or None, got {type(model).__name__}")
     n = moved = 0; sq = sq_moved = 0.0; worst = 0.0; names = {p: k for k, p in model.named_parameters()} if model is not None else {}
     by_param = {}
     for g in opt.param_groups:
@@ -277,6 +278,8 @@ def adam_eps_effect(opt: torch.optim.Optimizer,   # a torch.optim.Adam or AdamW 
         for p in g['params']:
             st = opt.state.get(p, {})
             if 'exp_avg_sq' not in st: continue
+            if not (torch.isfinite(st['exp_avg_sq']).all() and torch.isfinite(st['exp_avg']).all()):
+                raise ValueError(f"opt's state is not finite (a parameter of shape {tuple(p.shape)}): no step to compare")
             t = float(st['step'])
             s = (st['exp_avg_sq'].float() / (1 - b2 ** t)).sqrt()
             live = s > 0

@@ -390,3 +390,19 @@ def test_attention_dropout_is_unbiased(heads):
         m.train()
         mean = torch.stack([m(x, s) for _ in range(4000)]).mean(0)
     assert (mean - want).abs().max() < 0.05 * want.abs().max(), ((mean - want).abs().max(), want.abs().max())
+
+
+def test_checkpointed_blocks_redraw_the_same_dropout_masks(monkeypatch):
+    "With attention dropout, a checkpointed block recomputed in backward draws the forward's mask again: the gradients match."
+    import relbook.dat as dat
+    monkeypatch.setattr(dat, 'BLOCK_PAIRS', 64)          # 64 keys -> 8 queries a block, 8 blocks
+    torch.manual_seed(0)
+    m = DualAttention(32, 1, 3, symmetric_rels=True, attn_dropout=0.3).train()
+    x = torch.randn(2, 64, 32); sym = SymbolicAttention(32, 6, 2)(x).detach()
+    def run(ckpt):
+        m.checkpoint_blocks = ckpt; m.zero_grad(); xx = x.clone().requires_grad_()
+        torch.manual_seed(7)
+        y = m(xx, sym, causal=True)
+        y.square().sum().backward()
+        return [y.detach(), xx.grad] + [p.grad.clone() for p in m.parameters()]
+    for a, b in zip(run(True), run(False)): assert torch.allclose(a, b, atol=1e-6, rtol=1e-5)
