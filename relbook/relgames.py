@@ -15,7 +15,7 @@ __all__ = ['CELL', 'GRID', 'SHAPE_FAMILIES', 'SHAPES', 'COLOURS', 'RGB', 'BACKGR
            'LINES', 'PATTERNS', 'TASKS', 'RG_WIDE', 'RG_CONFIGS', 'RG_MODELS', 'RG_MAIN', 'RG_ABLATIONS',
            'RG_BASELINES', 'RG_TRAIN', 'RG_DECISIVE', 'RG_OOD', 'RG_DROPOUT_TASKS', 'RG_CONVERGENCE', 'RG_DAT_MIXES',
            'RG_TRANSFORMERS', 'RG_MARGIN', 'render_object', 'object_ids', 'relgames_sample', 'relgames_data', 'patches',
-           'PatchClassifier', 'rg_model', 'rg_sizes', 'rg_protocol', 'rg_epochs', 'rg_trial',
+           'PatchClassifier', 'rg_model', 'rg_sizes', 'rg_protocol', 'rg_epochs', 'rg_trial', 'rg_trials',
            'relational_games_experiment', 'rg_dropout_control_experiment', 'rg_rows', 'rg_budget', 'with_budget',
            'dat_vs_transformers', 'paired_models', 'rg_claim_profiles']
 
@@ -378,24 +378,24 @@ def rg_trial(task: str, n_train: int, model: str, seed: int, protocol: int = 1,
             **{f'{f}_acc': ev[f]['acc'] for f in OOD_FAMILIES}, 'ood_acc': float(np.mean([ev[f]['acc'] for f in OOD_FAMILIES])),
             'n_params': count_params(net), 'best_step': res.best_step, 'fit_time_s': res.wall_time_s}
 
+def rg_trials() -> list[dict]:
+    "The learning curves' trials at the active profile: every (task, size, model, seed) of `rg_protocol`."
+    p = rg_protocol()
+    version = {'protocol': p['version']} if p['version'] > 1 else {}     # version 1's trials keep their first keys
+    return [dict(task=t, n_train=n, model=m, seed=s, **version) for t, models in p['models'].items() for n in rg_sizes(t)
+            for m in models for s in range(p['seeds'])]
+
 @experiment('relational_games')
 def relational_games_experiment() -> pd.DataFrame:
     "§4.1 / App. C.1: learning curves of DAT, Transformers, the ablations and the relational baselines; in and out of distribution."
-    p = rg_protocol()
-    version = {'protocol': p['version']} if p['version'] > 1 else {}     # version 1's trials keep their first keys
-    trials = [dict(task=t, n_train=n, model=m, seed=s, **version) for t, models in p['models'].items() for n in rg_sizes(t)
-              for m in models for s in range(p['seeds'])]
-    return run_sweep('relational_games', trials, rg_trial)
+    return run_sweep('relational_games', rg_trials(), rg_trial)
 
 RG_DROPOUT_TASKS = ('occurs',)   # the dropout control's task: a decisive one that a CPU runs
 
 @experiment('rg_dropout_control')
 def rg_dropout_control_experiment() -> pd.DataFrame:
     "A control, not a claim: Figure 2's four models with the official dropout placement (chapter 12), paired by seed with relational_games."
-    p = rg_protocol()
-    version = {'protocol': p['version']} if p['version'] > 1 else {}
-    trials = [dict(task=t, n_train=n, model=m, seed=s, dropout='official', **version) for t in RG_DROPOUT_TASKS if t in p['models']
-              for n in rg_sizes(t) for m in RG_MAIN if m in p['models'][t] for s in range(p['seeds'])]
+    trials = [{**t, 'dropout': 'official'} for t in rg_trials() if t['task'] in RG_DROPOUT_TASKS and t['model'] in RG_MAIN]
     return run_sweep('rg_dropout_control', trials, rg_trial)
 
 # %% ../nbs/13_relational_games.ipynb #c036b

@@ -754,21 +754,18 @@ def adam_eps_trial(model: str, n_train: int, seed: int) -> dict:
     """The first updates of Figure 5a's trial of this model, size and seed (its initial weights, data, batch order and Adam, through
     the same `fit`), validated at every mark and, there, how much the step would change under the paper's ε (`adam_eps_effect`,
     1 % threshold, through `fit`'s `inspect`). Lists, one entry per mark."""
-    from math import gcd
-    from functools import reduce
-    from relbook.harness import adam_eps_effect, make_optimizer
+    from relbook.harness import adam_eps_effect
     proto, marks = sorting_protocol(), adam_eps_marks()
     net = sorting_model(model)
     sp = protocol_splits(seed)
-    cfg = replace(SORTING_TRAIN, batch_size=proto.batch_size, max_steps=marks[-1], eval_every=reduce(gcd, marks), patience=None)
+    cfg = replace(SORTING_TRAIN, batch_size=proto.batch_size, max_steps=marks[-1], eval_every=math.gcd(*marks), patience=None)
     res = fit(net, Seq2Seq(pad_id=-1), sp.data('pool', n_train), sp.data('val'), cfg, seed=seed, progress=False,
-              inspect=lambda m, opt: adam_eps_effect(opt, ADAM_EPS_PAPER, model=m))
+              inspect=lambda m, opt: adam_eps_effect(opt, ADAM_EPS_PAPER, model=m) | {'eps': opt.param_groups[0]['eps']})
     at = {h['step']: h for h in res.history}
-    keep = {'train_loss': 'train_loss', 'val_acc': 'val_acc', 'share_moved': 'share_moved', 'norm_share_moved': 'norm_share_moved',
-            'max_rel_change': 'max_rel_change'}
-    return {'marks': marks, **{k: [float(at[s][v]) for s in marks] for k, v in keep.items()},
+    keys = ('train_loss', 'val_acc', 'share_moved', 'norm_share_moved', 'max_rel_change')
+    return {'marks': marks, **{k: [float(at[s][k]) for s in marks] for k in keys},
             'top_params': [list(at[s]['moved_by_param'])[:3] for s in marks], 'elements': at[marks[-1]]['elements'],
-            'eps': make_optimizer(nn.Linear(1, 1), SORTING_TRAIN).param_groups[0]['eps'], 'fit_time_s': res.wall_time_s}
+            'eps': at[marks[-1]]['eps'], 'fit_time_s': res.wall_time_s}
 
 @experiment('sorting_adam_eps')
 def sorting_adam_eps_experiment() -> pd.DataFrame:
