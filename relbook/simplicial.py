@@ -18,7 +18,7 @@ from .clifford import safe_sqrt, triple_product, triple_product_sq_from_dots
 __all__ = ['RELATIONAL', 'SIMPLICIAL', 'split_heads', 'merge_heads', 'virtual_mask', 'OneSimplicialAttention',
            'one_simplicial_reference', 'triple_logits', 'propagate_pairs', 'TwoSimplicialAttention',
            'two_simplicial_reference', 'SimplicialConfig', 'BlockWeights', 'BlockNorms', 'BlockMaps', 'block',
-           'SimplicialEncoder', 'peak_memory_mb', 'benchmark_attention', 'loglog_slope']
+           'SimplicialEncoder', 'official_init_', 'peak_memory_mb', 'benchmark_attention', 'loglog_slope']
 
 # %% ../nbs/09_two_simplicial.ipynb #c006
 def split_heads(x: torch.Tensor, h: int) -> torch.Tensor:
@@ -62,7 +62,8 @@ class OneSimplicialAttention(nn.Module):
                  n_virtual: int = 0):       # M virtual entities at the end of the sequence
         super().__init__()
         for k in ('d_model', 'n_heads', 'd_head'): check_positive(locals()[k], k)
-        if not isinstance(n_virtual, int) or n_virtual < 0: raise ValueError(f"n_virtual must be an int >= 0, got {n_virtual!r}")
+        if not isinstance(n_virtual, int) or isinstance(n_virtual, bool) or n_virtual < 0:
+            raise ValueError(f"n_virtual must be an int >= 0, got {n_virtual!r}")
         self.d_model, self.h, self.d, self.m = d_model, n_heads, d_head, n_virtual
         self.qkv = nn.Linear(d_model, 3 * n_heads * d_head, bias=False)     # E¹ for all heads
 
@@ -145,7 +146,8 @@ class TwoSimplicialAttention(nn.Module):
                  logit_scale: float = 1.0):      # multiplies the triple product (official: 1, unscaled)
         super().__init__()
         for k in ('d_model', 'n_heads', 'd_head'): check_positive(locals()[k], k)
-        if not isinstance(n_virtual, int) or n_virtual < 0: raise ValueError(f"n_virtual must be an int >= 0, got {n_virtual!r}")
+        if not isinstance(n_virtual, int) or isinstance(n_virtual, bool) or n_virtual < 0:
+            raise ValueError(f"n_virtual must be an int >= 0, got {n_virtual!r}")
         check_positive(logit_scale, 'logit_scale', integer=False, finite=True)
         self.d_model, self.h, self.d, self.m, self.logit_scale = d_model, n_heads, d_head, n_virtual, logit_scale
         self.E = nn.Linear(d_model, 4 * n_heads * d_head, bias=False)         # E²: p, l¹, l², u for all heads
@@ -218,6 +220,9 @@ class SimplicialConfig:
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0: raise ValueError(f"{k} must be an int >= 0, got {v!r}")
         check_positive(self.logit_scale, 'logit_scale', integer=False, finite=True)
+        if self.n_virtual and not self.n_heads2:   # eq. 2.12: standard entities read virtual ones only through 2-simplicial heads
+            raise ValueError(f"n_virtual={self.n_virtual} needs n_heads2 > 0: without 2-simplicial heads no standard entity reads the "
+                             "virtual ones, which would change nothing (use n_virtual=0)")
 
 RELATIONAL = SimplicialConfig(n_heads2=0, n_virtual=0)   # the relational agent's block (§4)
 SIMPLICIAL = SimplicialConfig()                          # the simplicial agent's block: + one 48-dim 2-simplicial head, 2 virtual entities
@@ -280,6 +285,22 @@ class SimplicialEncoder(nn.Module):
             if return_attention: e, mp = block(e, w, norms, pad_mask, True); maps.append(mp)
             else: e = block(e, w, norms, pad_mask)
         return (e[:, :n], maps) if return_attention else e[:, :n]
+
+# %% ../nbs/09_two_simplicial.ipynb #c028k
+@torch.no_grad()
+def official_init_(enc: SimplicialEncoder) -> SimplicialEncoder:
+    """Re-draw `enc`'s weights as the official Keras agent draws them, in place: E¹ and E² Glorot-uniform, each over its fused
+    matrix (d_model × 3·h·d and d_model × 4·h₂·d₂, as the official `qkv_weights` and `qkkv_weights`), the dense layers
+    Glorot-uniform with zero biases, the virtual entities U(±0.05) (a Keras `Embedding`). B already follows Keras's Glorot
+    for a d₂×d₂×d₂ tensor and the LayerNorms start at (1, 0) in both, so they are left as they are. Returns `enc`."""
+    if not isinstance(enc, SimplicialEncoder): raise ValueError(f"enc must be a SimplicialEncoder, got {type(enc).__name__}")
+    for w in enc.weights:
+        for lin in (w.attn1.qkv, *((w.attn2.E,) if w.attn2 is not None else ()), w.dense1, w.dense2):
+            nn.init.xavier_uniform_(lin.weight)          # torch's (out, in) has Keras's (in, out) fans: the same bound
+            if lin.bias is not None: nn.init.zeros_(lin.bias)
+    if enc.virtual is not None: nn.init.uniform_(enc.virtual, -0.05, 0.05)
+    return enc
+
 
 # %% ../nbs/09_two_simplicial.ipynb #c030
 def peak_memory_mb(fn, device: torch.device | str = 'cpu') -> float:

@@ -1,5 +1,5 @@
 """2-simplicial attention and blocks: fast vs paper-literal paths, masks, invariances, bad input."""
-import itertools
+import itertools, math
 from dataclasses import replace
 
 import pytest
@@ -7,7 +7,7 @@ import torch
 
 from relbook.simplicial import (OneSimplicialAttention, TwoSimplicialAttention, SimplicialConfig, SimplicialEncoder,
                                 RELATIONAL, SIMPLICIAL, one_simplicial_reference, two_simplicial_reference,
-                                propagate_pairs, triple_logits, virtual_mask, benchmark_attention, loglog_slope)
+                                propagate_pairs, triple_logits, virtual_mask, benchmark_attention, loglog_slope, official_init_)
 from relbook.clifford import triple_product
 
 
@@ -113,6 +113,10 @@ def test_encoder_trains_a_step():
     (lambda: SimplicialConfig(d_model=0), 'd_model must be'),
     (lambda: SimplicialConfig(logit_scale=-1.0), 'logit_scale must be'),
     (lambda: OneSimplicialAttention(8, n_virtual=1.5), 'n_virtual must be'),
+    (lambda: OneSimplicialAttention(8, n_virtual=True), 'n_virtual must be'),
+    (lambda: TwoSimplicialAttention(8, n_virtual=False), 'n_virtual must be'),
+    (lambda: SimplicialConfig(n_heads2=0, n_virtual=2), 'needs n_heads2 > 0'),
+    (lambda: official_init_(OneSimplicialAttention(8)), 'enc must be a SimplicialEncoder'),
     (lambda: TwoSimplicialAttention(8, n_heads=0), 'n_heads must be'),
     (lambda: TwoSimplicialAttention(8, n_virtual=2)(torch.randn(2, 2, 8)), 'at least one standard entity'),
     (lambda: TwoSimplicialAttention(8)(torch.randn(2, 5, 7)), 'x must have shape'),
@@ -132,3 +136,18 @@ def test_benchmark_runs_and_virtual_form_is_cheaper():
     full, virt = (df[df.kind == k].set_index('N').peak_mb for k in ('2-simplicial, full', '2-simplicial, virtual'))
     assert full[32] > virt[32]                                  # N³ logits vs N·M²
     assert loglog_slope(df[df.kind == '2-simplicial, full'], 'N', 'peak_mb') > 1.5
+
+
+def test_official_init_draws_as_keras_and_keeps_b():
+    torch.manual_seed(0)
+    enc = SimplicialEncoder(replace(SIMPLICIAL, shared=False))
+    B = [w.attn2.B.clone() for w in enc.weights]
+    assert official_init_(enc) is enc
+    for w, b in zip(enc.weights, B):
+        for lin in (w.attn1.qkv, w.attn2.E, w.dense1, w.dense2):
+            bound = math.sqrt(6 / (lin.in_features + lin.out_features))
+            assert lin.weight.abs().max() <= bound and lin.weight.abs().max() > 0.95 * bound
+            assert lin.bias is None or not lin.bias.any()
+        assert torch.equal(w.attn2.B, b)
+    assert enc.virtual.abs().max() <= 0.05
+    official_init_(SimplicialEncoder(RELATIONAL))          # no 2-simplicial heads, no virtual entities: fine
