@@ -21,15 +21,15 @@ from .rl import RLConfig, train_actor_critic, evaluate_policy, random_policy
 
 # %% auto #0
 __all__ = ['RELATIONAL_AGENT', 'SIMPLICIAL_AGENT', 'DEEP_RELATIONAL_AGENT', 'SCALED_SIMPLICIAL_AGENT', 'ENCODERS', 'PAPER_AGENTS',
-           'TEST_SEED', 'VAL_SEED', 'STORED_RUNS_ENV', 'BOARDS', 'DIAGNOSTICS', 'IMITATION_ENV', 'EVAL_STREAM',
-           'TRAIN_STREAM', 'VAL_STREAM', 'RL_BRIDGE_ENV', 'AgentConfig', 'mlp_stack', 'EntityTorso', 'BoxWorldAgent',
-           'BridgeLocator', 'benchmark_agents', 'bridge_profile', 'bridge_metrics', 'bridge_trial',
-           'bridge_locate_experiment', 'mean_at', 'rl_profile', 'rl_config', 'model_path', 'rl_trial',
-           'boxworld_rl_experiment', 'PolicyCloning', 'DaggerConfig', 'PuzzleStream', 'collect', 'greedy_actions',
-           'sampled_actions', 'mixed_actions', 'imitation_eval_set', 'win_rates', 'evaluate_imitation', 'dagger',
-           'imitation_profile', 'imitation_model_path', 'imitation_trial', 'boxworld_imitation_experiment',
-           'imitation_agent', 'rl_bridge_profile', 'rl_bridge_trial', 'boxworld_rl_bridge_experiment', 'load_agent',
-           'virtual_pair_attention', 'pair_saturation']
+           'EVAL_PLAYS', 'TEST_SEED', 'VAL_SEED', 'STORED_RUNS_ENV', 'BOARDS', 'DIAGNOSTICS', 'IMITATION_ENV',
+           'EVAL_STREAM', 'TRAIN_STREAM', 'VAL_STREAM', 'EVAL_POLICIES', 'IMITATION_EVAL', 'RL_BRIDGE_ENV',
+           'AgentConfig', 'mlp_stack', 'EntityTorso', 'BoxWorldAgent', 'BridgeLocator', 'benchmark_agents',
+           'bridge_profile', 'bridge_metrics', 'bridge_trial', 'bridge_locate_experiment', 'mean_at', 'rl_profile',
+           'rl_config', 'model_path', 'rl_trial', 'boxworld_rl_experiment', 'PolicyCloning', 'DaggerConfig',
+           'PuzzleStream', 'collect', 'greedy_actions', 'sampled_actions', 'mixed_actions', 'imitation_eval_set',
+           'win_rates', 'evaluate_imitation', 'dagger', 'imitation_profile', 'imitation_model_path', 'imitation_trial',
+           'boxworld_imitation_experiment', 'imitation_agent', 'rl_bridge_profile', 'rl_bridge_trial',
+           'boxworld_rl_bridge_experiment', 'load_agent', 'virtual_pair_attention', 'pair_saturation']
 
 # %% ../nbs/11_simplicial_agents.ipynb #c005
 @dataclass(frozen=True)
@@ -176,6 +176,7 @@ def _imitation_gap(a: str, b: str):
 # %% ../nbs/11_simplicial_agents.ipynb #c010c
 # The claims of Clift et al. 2020 that this chapter tests (bridge BoxWorld, §3 and §5).
 _KW = dict(chapter='11_simplicial_agents', paper='clift2020logic')
+EVAL_PLAYS = 4      # Experiment 3's evaluation: sampled episodes from each held-out puzzle (a greedy policy would play one)
 claim(id='simplicial-rl-agents-learn', where='§5 (training curves); App. "The plateau"', experiments=('boxworld_rl',), **_KW,
       claim='Both the relational and the simplicial agent learn bridge BoxWorld, reaching a common plateau at a win rate of about 0.85.',
       paper_value='plateau at 0.85 (4 runs per agent, up to 5.5×10⁹ steps, no horizon)',
@@ -188,7 +189,7 @@ claim(id='simplicial-rl-passes-plateau', where='§5 (training curves, 4-block co
       comparison='simplicial − the better relational agent (2 or 4 blocks), per seed',
       evaluate=_rl_plateau, section='Experiment 2: reinforcement learning on bridge BoxWorld (§5)', profiles=('full',))
 _IM = dict(experiments=('boxworld_imitation',), section='Experiment 3: imitation from the planner',
-           metric='closed-loop win rate (greedy actions, the 120-step limit) on held-out puzzles of the 8 types with bridge source b ≥ 2, mean over those types, after the last DAgger round')
+           metric=f'closed-loop win rate (actions sampled from the policy, {EVAL_PLAYS} plays of each puzzle, the 120-step limit) on held-out puzzles of the 8 types with bridge source b ≥ 2, mean over those types, after the last DAgger round')
 claim(id='simplicial-imitation-bridge', where='§5; App. "The plateau" (per-type win rates); our imitation test', **_KW, **_IM,
       claim='Given the same demonstrations of the planner, the 2-simplicial agent learns to win the bridge puzzles with b ≥ 2 more often than the relational agent.',
       paper_value='argued from RL training curves (simplicial ahead after the 0.85 plateau); no imitation experiment',
@@ -455,9 +456,19 @@ def win_rates(res: dict) -> dict:
             'win_b2': group(lambda t: t[1] >= 2), 'opened_bridge': float(res['opened_bridge'][bridged].mean()) if bridged.any() else math.nan,
             'timed_out': float(res['truncated'].mean()), **{f'win_{_tag(t)}': w for t, w in per.items()}}
 
-def evaluate_imitation(net: nn.Module, puzzles: list, cfg: BoxWorldConfig = IMITATION_ENV, device=None) -> dict:
-    "Closed-loop `win_rates` of the greedy policy of `net`: one episode from each puzzle, at most cfg.horizon steps."
-    return win_rates(play(puzzles, greedy_actions(net, device), cfg))
+EVAL_POLICIES = ('sampled', 'greedy')
+
+def evaluate_imitation(net: nn.Module, puzzles: list, cfg: BoxWorldConfig = IMITATION_ENV, device=None,
+                       policy: str = 'sampled',     # 'sampled': actions drawn from the policy's softmax, as RL plays; 'greedy': its argmax
+                       seed: int = 0,               # seeds the sampled actions' generator (its own: training's draws are untouched)
+                       plays: int = EVAL_PLAYS,     # sampled episodes from each puzzle
+                      ) -> dict:
+    """Closed-loop `win_rates` of `net`'s policy, at most cfg.horizon steps an episode. A greedy policy that meets a move that
+    changes nothing (a wall, a lock without its key) repeats it until the step limit: it measures the argmax, not the policy."""
+    check_choice(policy, 'policy', EVAL_POLICIES); check_seed(seed); check_positive(plays, 'plays')
+    if policy == 'greedy': return win_rates(play(puzzles, greedy_actions(net, device), cfg))
+    act = sampled_actions(net, torch.Generator().manual_seed(seed), device)
+    return win_rates(play([p for p in puzzles for _ in range(plays)], act, cfg))
 
 # %% ../nbs/11_simplicial_agents.ipynb #c011a6
 def dagger(net: nn.Module, dcfg: DaggerConfig, seed: int, eval_set: list, cfg: BoxWorldConfig = IMITATION_ENV,
@@ -471,7 +482,8 @@ def dagger(net: nn.Module, dcfg: DaggerConfig, seed: int, eval_set: list, cfg: B
     tcfg = TrainConfig(optimizer='adam', lr=dcfg.lr, batch_size=dcfg.batch_size, max_steps=dcfg.steps_per_round,
                        eval_every=dcfg.steps_per_round // dcfg.evals_per_round, monitor='loss', mode='min')
     obs, act, episodes = [], [], 0
-    curve = [dict(round=-1, demos=0, episodes=0, **evaluate_imitation(net, eval_set, cfg, device))]   # untrained
+    judge = lambda k: evaluate_imitation(net, eval_set, cfg, device, seed=1000 * seed + k + 1)   # sampled; its own draws per round
+    curve = [dict(round=-1, demos=0, episodes=0, **judge(-1))]   # untrained
     for k in range(dcfg.rounds):
         policy = planner_policy if k == 0 else mixed_actions(sampled_actions(net, gen, device), dcfg.beta ** k, rng)
         d = collect(source, policy, dcfg.demos_per_round, rng, dcfg.rollout_envs)
@@ -481,8 +493,10 @@ def dagger(net: nn.Module, dcfg: DaggerConfig, seed: int, eval_set: list, cfg: B
         best = next((h for h in res.history if h.get('step') == res.best_step), {})   # the validation of the weights kept
         curve.append(dict(round=k, demos=sum(len(a) for a in act), episodes=episodes, val_loss=res.best_score,
                           val_acc=best.get('val_acc', math.nan), fit_best_step=res.best_step, fit_max_steps=res.max_steps,
-                          **evaluate_imitation(net, eval_set, cfg, device)))
-    return dict(curve=curve, drawn=source.drawn, skipped=source.skipped)
+                          **judge(k)))
+    greedy = {f'greedy_{k}': v for k, v in evaluate_imitation(net, eval_set, cfg, device, policy='greedy').items()
+              if k in ('win_rate', 'win_b2', 'timed_out')}                 # the argmax of the final weights, beside
+    return dict(curve=curve, drawn=source.drawn, skipped=source.skipped, greedy=greedy)
 
 # %% ../nbs/11_simplicial_agents.ipynb #c011a8
 def imitation_profile() -> dict:
@@ -507,9 +521,13 @@ def imitation_model_path(agent: str, seed: int) -> Path:
     name = re.sub(r'[^A-Za-z0-9]+', '_', agent).strip('_')             # 'relational (4 blocks)' -> 'relational_4_blocks'
     return results_dir() / 'checkpoints' / 'boxworld_imitation_models' / f"{get_profile()}-{name}-s{seed}.pt"
 
-def imitation_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION) -> dict:
+IMITATION_EVAL = 'sampled'   # the evaluation policy of this code's trials: rows without it (greedy, before 2026-11-29) are history
+
+def imitation_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION, evaluation: str = IMITATION_EVAL) -> dict:
     "Train one agent by BC + DAgger from the planner; its final and per-round closed-loop win rates on the held-out puzzles."
     check_choice(agent, 'agent', list(ENCODERS)); check_seed(seed); _check_boards(boards)
+    if evaluation != IMITATION_EVAL:
+        raise ValueError(f"evaluation must be {IMITATION_EVAL!r} (this code's evaluation policy), got {evaluation!r}: rows of another are history")
     P = imitation_profile(); dcfg, eval_set = P['dagger'], imitation_eval_set(P['per_type'])
     torch.manual_seed(seed); net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
     out = dagger(net, dcfg, seed, eval_set, device=get_device())
@@ -521,14 +539,14 @@ def imitation_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION) -> d
     final = {k: v for k, v in last.items() if k.startswith('win_') or k in ('opened_bridge', 'timed_out', 'val_loss', 'val_acc')}
     return dict(final, untrained_win_rate=curve[0]['win_rate'], demos=last['demos'], demo_episodes=last['episodes'],
                 best_round=best, rounds=dcfg.rounds, curve=curve, eval_episodes=len(eval_set), eval_per_type=P['per_type'],
-                horizon=IMITATION_ENV.horizon, held_out_skipped=out['skipped'], n_params=sum(p.numel() for p in net.parameters()),
+                horizon=IMITATION_ENV.horizon, eval_plays=EVAL_PLAYS, **out['greedy'], held_out_skipped=out['skipped'], n_params=sum(p.numel() for p in net.parameters()),
                 **{f'dagger_{k}': v for k, v in asdict(dcfg).items()})
 
 @experiment('boxworld_imitation')
 def boxworld_imitation_experiment() -> pd.DataFrame:
     "Imitation from the planner: agents × seeds, BC then DAgger, closed-loop win rates per puzzle type."
     P = imitation_profile()
-    return run_sweep('boxworld_imitation', grid(agent=P['agents'], seed=P['seeds'], **BOARDS), imitation_trial)
+    return run_sweep('boxworld_imitation', grid(agent=P['agents'], seed=P['seeds'], **BOARDS, evaluation=[IMITATION_EVAL]), imitation_trial)
 
 # %% ../nbs/11_simplicial_agents.ipynb #c011c2
 RL_BRIDGE_ENV = replace(IMITATION_ENV, solution_lengths=(2, 3), bridge_prob=1.0)   # bridges only, a ∈ {2, 3}; 120-step horizon
@@ -542,7 +560,7 @@ def imitation_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
         return BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape).eval()   # trial is priced under boxworld_imitation
     if not path.exists():
         seed_everything(seed); out = imitation_trial(agent, seed)
-        row = [r for r in store_for('boxworld_imitation').rows() if r['params'] == {'agent': agent, 'seed': seed, 'boards': GENERATOR_VERSION}]
+        row = [r for r in store_for('boxworld_imitation').rows() if r['params'] == {'agent': agent, 'seed': seed, 'boards': GENERATOR_VERSION, 'evaluation': IMITATION_EVAL}]
         print(f"{path.name} was missing: retrained {agent} (seed {seed}); validation accuracy {out['val_acc']:.4f}"
               + (f" (its row: {row[0]['val_acc']:.4f})" if row else ''))
     net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)

@@ -171,6 +171,24 @@ def test_imitation_trial_at_smoke():
     for t in puzzle_types(IMITATION_ENV):
         assert 0 <= r[f"win_{'-'.join(map(str, t))}"] <= 1
     assert all(0 <= r[k] <= 1 for k in ('win_rate', 'win_b2', 'win_b1', 'win_no_bridge', 'untrained_win_rate'))
+    assert r['eval_plays'] == sa.EVAL_PLAYS and all(0 <= r[k] <= 1 for k in ('greedy_win_rate', 'greedy_win_b2', 'greedy_timed_out'))
+    with pytest.raises(ValueError, match="evaluation must be 'sampled'"):
+        imitation_trial('relational', 0, evaluation='greedy')
+
+
+def test_evaluate_imitation_samples_with_its_own_seed_and_greedy_plays_once():
+    import torch
+    torch.manual_seed(0)
+    net, puzzles = BoxWorldAgent(ENCODERS['relational'], IMITATION_ENV.obs_shape).eval(), puzzles_by_type(IMITATION_ENV, 1, seed=3)
+    state = torch.random.get_rng_state()
+    a, b = (sa.evaluate_imitation(net, puzzles, seed=7) for _ in range(2))
+    assert a == b and torch.equal(state, torch.random.get_rng_state())      # reproducible; the global generator untouched
+    g = sa.evaluate_imitation(net, puzzles, policy='greedy')
+    assert set(g) == set(a) and all(0 <= g[k] <= 1 for k in ('win_rate', 'timed_out'))
+    with pytest.raises(ValueError, match='policy must be one of'):
+        sa.evaluate_imitation(net, puzzles, policy='argmax')
+    with pytest.raises(ValueError, match='plays must be a positive int'):
+        sa.evaluate_imitation(net, puzzles, plays=0)
 
 
 def test_imitation_claims_are_in_the_ledger_and_mark_the_last_round_best_as_still_improving():
