@@ -38,7 +38,8 @@ class Comparison:
     size: str | None         # the paper's claimed size: 'reached', 'not reached', 'undetermined'; None if no size is claimed
     method: str              # how the interval was computed
     direction: int           # +1: the paper says a > b; -1: a < b; 0: the paper says a ≈ b (within ±margin)
-    threshold: float | None  # the claimed size (the margin when direction is 0), in the effect's units
+    threshold: float | None  # the claimed size, or the margin (direction 0, or a one-sided margin), in the effect's units
+    one_sided_margin: bool = False   # direction ±1 with a margin: the paper says a is no worse than b in its direction, within it
 
     def fmt(self, digits: int = 3) -> str:
         "The effect and its interval in one short string, e.g. '+0.062 [+0.011, +0.113], 5 seeds'."
@@ -88,7 +89,8 @@ def _bootstrap_interval(d: np.ndarray, level: float, n_boot: int, seed: int) -> 
     return float(d.mean() - q_hi * se0), float(d.mean() - q_lo * se0)
 
 # %% ../nbs/96_evidence.ipynb #c008
-def _decide(lo: float, hi: float, n: int, direction: int, threshold: float | None) -> tuple[str, str | None]:
+def _decide(lo: float, hi: float, n: int, direction: int, threshold: float | None,
+            one_sided: bool = False) -> tuple[str, str | None]:
     "Verdict and size from an interval [lo, hi] of the effect (already on the additive scale)."
     if n < MIN_SEEDS or not math.isfinite(lo): return 'insufficient data', None
     if direction == 0:                       # the paper says "about the same": equivalence within ±threshold
@@ -96,6 +98,8 @@ def _decide(lo: float, hi: float, n: int, direction: int, threshold: float | Non
         if lo > threshold or hi < -threshold: return 'contradicts the paper', None
         return 'inconclusive', None
     lo, hi = sorted((direction * lo, direction * hi))   # now positive means "as the paper says"
+    if one_sided:                            # "a is no worse than b" in the paper's direction: non-inferiority within the margin
+        return ('supports the paper' if lo > -threshold else 'contradicts the paper' if hi < -threshold else 'inconclusive'), None
     verdict = 'supports the paper' if lo > 0 else 'contradicts the paper' if hi < 0 else 'inconclusive'
     if threshold is None: return verdict, None
     return verdict, 'reached' if lo >= threshold else 'not reached' if hi < threshold else 'undetermined'
@@ -108,7 +112,9 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
     if not 0 < level < 1: raise ValueError(f"level must lie in (0, 1), got {level!r}")
     if direction == 0 and (margin is None or not margin > 0):
         raise ValueError(f"margin must be a positive number when direction=0 (a claim of no difference), got {margin!r}")
-    if direction != 0 and margin is not None: raise ValueError("margin is only for direction=0; use size for a claimed effect size")
+    if direction != 0 and margin is not None and (size is not None or not margin > 0):
+        raise ValueError(f"with direction={direction}, margin (a one-sided claim: a no worse than b in that direction, within it) "
+                         f"must be a positive number and excludes size, got margin={margin!r}, size={size!r}")
     if size is not None and (not math.isfinite(size) or (size <= 1 if ratio else size <= 0)):
         raise ValueError(f"size must be {'a ratio > 1' if ratio else 'a positive number'} (the paper's claimed effect in its direction), got {size!r}")
     a = _as_values(a, 'a')
@@ -135,12 +141,13 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
         x, y = tr(a).to_numpy(float), tr(b).to_numpy(float)
         n, eff = min(len(x), len(y)), float(x.mean() - y.mean()) if len(x) and len(y) else math.nan
         lo, hi = _welch_interval(x, y, level); how = 'Welch t'
-    thr = math.log(size) if (ratio and size is not None) else (margin if direction == 0 else size)
-    if direction == 0 and ratio: thr = math.log(1 + margin)
-    verdict, sz = _decide(lo, hi, n, direction, thr)
+    thr = math.log(size) if (ratio and size is not None) else (size if margin is None else margin)
+    if margin is not None and ratio: thr = math.log(1 + margin)
+    one_sided = direction != 0 and margin is not None
+    verdict, sz = _decide(lo, hi, n, direction, thr, one_sided)
     back = math.exp if ratio else (lambda v: v)
     return Comparison(back(eff), back(lo), back(hi), n, verdict, sz, ('ratio, ' if ratio else '') + how,
-                      direction, size if direction != 0 else margin)
+                      direction, size if margin is None else margin, one_sided)
 
 # %% ../nbs/96_evidence.ipynb #c013
 def power(effect: float, sd: float, n: int, level: float = LEVEL) -> float:

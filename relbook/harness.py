@@ -185,6 +185,8 @@ class TrainConfig:
     optimizer: str = 'adamw'          # 'adam' or 'adamw'
     lr: float = 1e-3                  # learning rate
     weight_decay: float = 0.0         # AdamW decoupled weight decay (L2 penalty for Adam)
+    decay: str = 'all'                # which parameters weight_decay applies to: 'all', or 'matrices' (tensors of >= 2 dims, not
+                                      # biases or norm gains: nanoGPT's rule, and the official DAT language models')
     betas: tuple = (0.9, 0.999)       # Adam betas
     batch_size: int = 64              # mini-batch size
     max_epochs: int = 100             # epochs, unless max_steps is set
@@ -209,6 +211,7 @@ class TrainConfig:
         check_choice(self.mode, 'mode', ('min', 'max'))
         check_choice(self.schedule, 'schedule', ('constant', 'cosine', 'linear'))
         check_choice(self.precision, 'precision', ('auto', 'fp32', 'bf16'))
+        check_choice(self.decay, 'decay', ('all', 'matrices'))
         check_positive(self.lr, 'lr', integer=False, finite=True); check_positive(self.batch_size, 'batch_size')
         check_positive(self.max_epochs, 'max_epochs')
         for k in ('max_steps', 'eval_every', 'patience'):
@@ -227,6 +230,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | No
     """Adam or AdamW over the trainable parameters; the fused CUDA kernel on a GPU (the CPU path stays the reference one),
     `capturable` there when a CUDA graph is to replay its steps."""
     params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.decay == 'matrices' and cfg.weight_decay:                  # two groups: decayed matrices, the rest (1-D) undecayed
+        params = [{'params': [p for p in params if p.dim() >= 2]}, {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0}]
     opt = torch.optim.AdamW if cfg.optimizer == 'adamw' else torch.optim.Adam
     fused = ({'fused': True} | ({'capturable': True} if capturable else {})) if device is not None and device.type == 'cuda' else {}
     return opt(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, **fused)

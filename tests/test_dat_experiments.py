@@ -105,6 +105,10 @@ def test_lm_claims_read_lower_loss_as_better():
     assert CLAIMS['dat-lm-ra-vs-rca'].evaluate(rows).comparison.verdict == 'supports the paper'
     rca = CLAIMS['dat-lm-rca-vs-transformer'].evaluate(rows).comparison
     assert (rca.verdict, rca.threshold) == ('supports the paper', RCA_MARGIN)                # identical: within the margin
+    assert rca.one_sided_margin and rca.direction == 1
+    shift = lambda d: rows.assign(val_loss=rows.val_loss + d * (rows.model == 'DAT (RCA heads)'))
+    assert CLAIMS['dat-lm-rca-vs-transformer'].evaluate(shift(0.1)).comparison.verdict == 'supports the paper'     # worse: no better
+    assert CLAIMS['dat-lm-rca-vs-transformer'].evaluate(shift(-0.1)).comparison.verdict == 'contradicts the paper' # clearly better
     assert CLAIMS['dat-lm-vs-transformer'].evaluate(rows[rows.seed < 2]).comparison.verdict == 'insufficient data'
     assert CLAIMS['dat-lm-symbolic-vs-positional'].evaluate(rows).comparison.verdict == 'supports the paper'
     worse = rows.assign(val_loss=rows.val_loss + 0.2 * (rows.model == 'DAT'))

@@ -48,7 +48,8 @@ def test_welch_unpaired():
 @pytest.mark.parametrize('kw, msg', [
     (dict(a=[1, 2, float('inf')], b=[1, 2, 3]), 'a must be finite'),
     (dict(a=[1, 2, 3], b=[1, 2, 3], level=1.5), 'level must lie in'),
-    (dict(a=[1, 2, 3], b=[1, 2, 3], direction=1, margin=0.1), 'margin is only for direction=0'),
+    (dict(a=[1, 2, 3], b=[1, 2, 3], direction=1, margin=0.1, size=0.2), 'excludes size'),
+    (dict(a=[1, 2, 3], b=[1, 2, 3], direction=-1, margin=-0.1), 'must be a positive number'),
     (dict(a=[1, 2, 3], b=[0, 2, 3], ratio=True), 'positive values'),
     (dict(a=pd.Series([1., 2, 3], index=[4, 5, 6]), b=[1, 2, 3]), 'same seeds'),
 ])
