@@ -662,8 +662,8 @@ def summarise(table: pd.DataFrame, controls: pd.DataFrame | Sequence[pd.DataFram
         text.append(f"So the clusters of {_fmt_rows(won)} carry more {what} than {names}.")
     else:
         already = 'the controls already say' if len(named) > 1 else 'the control already says'
-        text.append(f"So no head's clusters are shown to carry more {what} than {names}: by this rule the clusters "
-                    f"say nothing about the labels beyond what {already}.")
+        text.append(f"So no head's clusters are shown to carry more {what} than {names}: by this rule an effect beyond "
+                    f"what {already} is not shown (the intervals above say how large one could still be).")
     return ' '.join(text)
 
 # %% ../nbs/07_math_benchmark.ipynb #r04
@@ -726,6 +726,10 @@ def value_probe(values: np.ndarray, states: np.ndarray, seed: int = 0) -> dict:
     "Per head: held-out MSE of the affine least-squares map from the head's value (N, h, k) to the state (N, d)."
     if values.ndim != 3 or states.ndim != 2 or len(values) != len(states):
         raise ValueError(f"values must be (N, h, k) and states (N, d) with the same N, got {values.shape} and {states.shape}")
+    if len(values) // 2 <= values.shape[2] + 1:      # an affine map of k + 1 parameters per output needs more fitting rows than that
+        raise ValueError(f"values must hold N > 2·(k + 2) samples for a held-out affine fit (k = {values.shape[2]}), got N = {len(values)}")
+    for name, a in (('values', values), ('states', states)):
+        if not np.isfinite(a).all(): raise ValueError(f"{name} must be finite, got {int((~np.isfinite(a)).sum())} non-finite entries")
     idx = np.random.default_rng(seed).permutation(len(states)); tr, te = idx[: len(idx) // 2], idx[len(idx) // 2:]
     out = {'var': float(((states[te] - states[tr].mean(0)) ** 2).mean())}
     for h in range(values.shape[1]):

@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from .core import get_device, atomic_write, check_shape, check_positive, device_name
+from .core import get_device, atomic_write, check_shape, check_positive, check_finite, device_name
 from .harness import _trial_checkpoint, _trial_clock, _trial_elapsed, _progress_enabled, _fit_probe, deadline, BudgetExhausted
 from .relations import mlp
 
@@ -89,10 +89,10 @@ class RMSPropTF(torch.optim.Optimizer):
                  eps: float = 0.1,          # ε, added to r inside the square root
                  momentum: float = 0.0,     # TF momentum: m ← μ m + κ g/√(r+ε); x ← x − m
                  initial_r: float = 1.0):   # r before the first step (TF1 starts at 1)
-        check_positive(lr, 'lr', integer=False)
-        if not 0 <= alpha < 1: raise ValueError(f"alpha must be in [0, 1), got {alpha}")
+        check_positive(lr, 'lr', integer=False, finite=True)
+        if not 0 <= alpha < 1: raise ValueError(f"alpha must be in [0, 1), got {alpha}")          # NaN fails these comparisons too
         if not 0 <= momentum < 1: raise ValueError(f"momentum must be in [0, 1), got {momentum}")
-        if eps < 0 or initial_r < 0: raise ValueError(f"eps and initial_r must be >= 0, got {eps}, {initial_r}")
+        for k, v in (('eps', eps), ('initial_r', initial_r)): check_finite(v, k, lo=0)           # NaN or inf would poison every weight
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, momentum=momentum, initial_r=initial_r))
 
     @torch.no_grad()

@@ -100,6 +100,11 @@ def test_rmsprop_tf_is_the_papers_form():
                               run(lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.99, eps=0.1)))
     with pytest.raises(ValueError, match='momentum must be in'):
         RMSPropTF([torch.zeros(1, requires_grad=True)], momentum=1.0)
+    for kw, msg in ((dict(eps=float('nan')), 'eps must be a finite number'), (dict(initial_r=float('nan')), 'initial_r must be a finite'),
+                    (dict(eps=-0.1), 'eps must be a finite number >= 0'), (dict(lr=float('inf')), 'lr must be'),
+                    (dict(alpha=float('nan')), 'alpha must be in')):
+        with pytest.raises(ValueError, match=msg):
+            RMSPropTF([torch.zeros(1, requires_grad=True)], **kw)
 
 
 def test_large_eps_rmsprop_is_smoothed_clipping():

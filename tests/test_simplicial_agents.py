@@ -139,3 +139,21 @@ def test_benchmark_agents_times_a_learner_step_per_agent():
     assert (df.ms > 0).all() and df.loc[df.agent == 'relational', 'vs_relational'].item() == 1.0
     with pytest.raises(ValueError, match='batch'):
         benchmark_agents(batch=0)
+
+
+def test_rl_progress_reads_convergence_off_the_training_history():
+    import pandas as pd
+    from relbook.evidence import CLAIMS, convergence
+    from relbook.simplicial_agents import rl_progress, RL_CONVERGENCE
+    rising = [dict(frames=f, win_rate=f / 1000) for f in range(100, 1001, 100)]                # peak at the end
+    early = [dict(frames=f, win_rate=0.5 if f == 300 else 0.1) for f in range(100, 1001, 100)]   # peak at 300 of 1,000
+    rows = pd.DataFrame([dict(agent='relational', seed=0, history=rising), dict(agent='simplicial', seed=0, history=early),
+                         dict(agent='random', seed=0, history=None), dict(agent='simplicial', seed=1, history=[])])
+    out = rl_progress(rows)
+    assert [convergence(r, *RL_CONVERGENCE) for r in out.to_dict('records')] == ['still improving', 'converged', 'converged', 'unknown']
+    # the ledger counts them: three seeds of agents whose win rates still rise make the verdict provisional
+    df = pd.DataFrame([dict(agent=a, seed=s, eval_win_rate=w + 0.01 * s, eval_episodes=100, frames=1000, history=rising)
+                       for s in range(3) for a, w in (('relational', 0.3), ('simplicial', 0.4), ('random', 0.05))])
+    ev = CLAIMS['simplicial-rl-agents-learn'].evaluate(df)
+    assert ev.comparison.verdict == 'supports the paper'
+    assert sum(convergence(r, *ev.convergence_keys) == 'still improving' for r in ev.rows.to_dict('records')) == 6
