@@ -727,7 +727,7 @@ def value_probe(values: np.ndarray, states: np.ndarray, seed: int = 0) -> dict:
     if values.ndim != 3 or states.ndim != 2 or len(values) != len(states):
         raise ValueError(f"values must be (N, h, k) and states (N, d) with the same N, got {values.shape} and {states.shape}")
     if len(values) // 2 <= values.shape[2] + 1:      # an affine map of k + 1 parameters per output needs more fitting rows than that
-        raise ValueError(f"values must hold N > 2·(k + 2) samples for a held-out affine fit (k = {values.shape[2]}), got N = {len(values)}")
+        raise ValueError(f"values must hold N >= 2·(k + 2) samples for a held-out affine fit (k = {values.shape[2]}), got N = {len(values)}")
     for name, a in (('values', values), ('states', states)):
         if not np.isfinite(a).all(): raise ValueError(f"{name} must be finite, got {int((~np.isfinite(a)).sum())} non-finite entries")
     idx = np.random.default_rng(seed).permutation(len(states)); tr, te = idx[: len(idx) // 2], idx[len(idx) // 2:]

@@ -18,8 +18,8 @@ def test_value_probe():
     out = value_probe(V, S)
     assert out['mse_head0'] < 1e-20 and out['mse_head1'] > 0.5 * out['var']
     with pytest.raises(ValueError, match="values must be"): value_probe(V[:, 0], S)
-    with pytest.raises(ValueError, match="values must hold N > 2"): value_probe(V[:4], S[:4])        # 2 fitting rows, 5 parameters
-    with pytest.raises(ValueError, match="values must hold N > 2"): value_probe(V[:1], S[:1])        # an empty fit
+    with pytest.raises(ValueError, match="values must hold N >= 2"): value_probe(V[:4], S[:4])        # 2 fitting rows, 5 parameters
+    with pytest.raises(ValueError, match="values must hold N >= 2"): value_probe(V[:1], S[:1])        # an empty fit
     bad = V.copy(); bad[3, 0, 1] = np.nan
     with pytest.raises(ValueError, match="values must be finite"): value_probe(bad, S)
 
