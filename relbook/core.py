@@ -14,7 +14,8 @@ import torch
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
            'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model', 'to_device',
            'cuda_graphs_on', 'device_name', 'loaded_code', 'provenance', 'check_shape', 'check_choice', 'check_seed',
-           'check_positive', 'check_dtype', 'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
+           'check_version', 'check_positive', 'check_dtype', 'check_floating', 'check_finite', 'tag_id_range',
+           'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -203,6 +204,16 @@ def check_seed(value: Any, name: str = 'seed') -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     return int(value)
+
+def check_version(value: Any, name: str, current: Any, what: str) -> Any:
+    """Raise ValueError unless a trial's protocol marker `value` (a version number or a named policy) is this code's `current`
+    (bools refused): rows made under another protocol stay in the store as history, but this code cannot rerun them."""
+    if not isinstance(current, (str, int)) or isinstance(current, bool):
+        raise ValueError(f"current must be a version int or a policy name, got {current!r}")
+    kind = (str,) if isinstance(current, str) else (int, np.integer)     # a version from a numpy grid is still an int
+    if isinstance(value, bool) or not isinstance(value, kind) or value != current:
+        raise ValueError(f"{name} must be {current!r} ({what}), got {value!r}: rows of another protocol are history and cannot be rerun")
+    return value
 
 def check_positive(value: Any, name: str, integer: bool = True, finite: bool = False) -> Any:
     "Raise ValueError unless `value` is a positive int (or a positive number if not `integer`; finite if `finite`)."

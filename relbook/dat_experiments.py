@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_choice, get_device, get_profile, results_dir, atomic_write, seed_everything
+from .core import by_profile, check_choice, get_device, get_profile, results_dir, atomic_write, seed_everything, check_version
 from .harness import fit, TrainConfig, Classification, LanguageModeling, experiment, grid, run_sweep, store_for
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
@@ -298,8 +298,7 @@ def _lm_path(model: str, seed: int):
 LM_VERSION = 2    # version 2 (2026-11-29): weight decay on matrices only, as the official language models; rows without it are history
 
 def lm_trial(model: str, seed: int, protocol: int = LM_VERSION) -> dict:
-    if protocol != LM_VERSION:
-        raise ValueError(f"protocol must be {LM_VERSION} (LM_VERSION, this code's protocol), got {protocol!r}: rows of another are history")
+    check_version(protocol, 'protocol', LM_VERSION, "LM_VERSION, this code's protocol")
     p = lm_protocol()
     d = lm_corpus(p)
     net = lm_model(model, d['tokenizer'].vocab_size, p)

@@ -16,11 +16,11 @@ from .harness import store_for
 
 # %% auto #0
 __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'DECISIVE', 'CLAIMS_PAGE',
-           'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence', 'select',
-           'at_largest', 'per_seed', 'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement',
-           'sweep_coverage', 'current_records', 'current_rows', 'judge', 'judge_all', 'claims_frame', 'scoreboard',
-           'render_scoreboard', 'render_claims_page', 'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict',
-           'build_claims', 'write_claims']
+           'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence',
+           'curve_peak', 'select', 'at_largest', 'per_seed', 'Evidence', 'conditions', 'Claim', 'claim',
+           'load_all_claims', 'Judgement', 'sweep_coverage', 'current_records', 'current_rows', 'judge', 'judge_all',
+           'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page', 'chapter_claims', 'verdict_md',
+           'verdict_phrase', 'glue_verdict', 'build_claims', 'write_claims']
 
 # %% ../nbs/96_evidence.ipynb #c005
 VERDICTS = ('supports the paper', 'contradicts the paper', 'inconclusive', 'insufficient data', 'not run')
@@ -197,6 +197,17 @@ def convergence(row: dict | pd.Series, best: str | None = None, budget: str | No
             return 'converged' if patience_converges else 'still improving'   # patience ran out before the budget
         return 'still improving' if b > (1 - tail) * n else 'converged'
     return 'unknown'
+
+def curve_peak(points: Sequence, mode: str = 'max') -> tuple[float, float]:
+    """(x at the curve's first best point, x at its last point) of `points`, a sequence of (x, metric) pairs in training
+    order (steps, epochs, frames): what `convergence` compares, read off a curve. NaN metrics are skipped; (NaN, NaN) when the
+    curve is empty or has no finite metric (unknown convergence)."""
+    check_choice(mode, 'mode', ('max', 'min'))
+    c = np.asarray([tuple(p)[:2] for p in points], float).reshape(-1, 2)
+    finite = np.isfinite(c[:, 1])
+    if not finite.any(): return math.nan, math.nan
+    y = np.where(finite, c[:, 1], -np.inf if mode == 'max' else np.inf)
+    return float(c[int(y.argmax() if mode == 'max' else y.argmin()), 0]), float(c[-1, 0])   # argmax/argmin: the first best
 
 # %% ../nbs/96_evidence.ipynb #c020
 def select(df: pd.DataFrame, **where) -> pd.DataFrame:

@@ -77,7 +77,7 @@ def math_model(name: str) -> nn.Module:
     return MATH_MODELS[name]()
 
 # %% ../nbs/07_math_benchmark.ipynb #c009b
-from .evidence import claim, conditions
+from .evidence import claim, conditions, curve_peak
 
 def curve_budget(rows: pd.DataFrame, mode: str = 'max') -> pd.DataFrame:
     """`rows` with a `budget_steps` column read off each trial's validation curve `[[x, metric, ...], ...]`.
@@ -85,10 +85,10 @@ def curve_budget(rows: pd.DataFrame, mode: str = 'max') -> pd.DataFrame:
     budget, so budget_steps = best_step · x_last / x_best, x_best being the first best point (the harness's rule)."""
     check_choice(mode, 'mode', ('max', 'min'))
     def one(r: dict) -> float:
-        c = np.asarray(r.get('curve') if isinstance(r.get('curve'), list) else [], float)
-        if c.ndim != 2 or len(c) == 0 or not r.get('best_step'): return math.nan      # unknown convergence
-        i = int(c[:, 1].argmax() if mode == 'max' else c[:, 1].argmin())          # argmax/argmin: the first best
-        return float(r['best_step']) * c[-1, 0] / c[i, 0] if c[i, 0] > 0 else math.nan
+        c = r.get('curve') if isinstance(r.get('curve'), list) else []
+        if not c or not r.get('best_step'): return math.nan                        # unknown convergence
+        x_best, x_last = curve_peak(c, mode)
+        return float(r['best_step']) * x_last / x_best if x_best > 0 else math.nan   # NaN x_best: unknown
     return rows.assign(budget_steps=[one(r) for r in rows.to_dict('records')])
 
 MATH_CONVERGENCE = ('best_step', 'budget_steps')      # the (best, budget) fields `convergence` reads

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 import torch
 from einops import rearrange
-from .core import check_choice, check_positive, check_seed, check_shape
+from .core import check_choice, check_positive, check_seed, check_shape, check_version
 
 # %% auto #0
 __all__ = ['CELL', 'GRID', 'SHAPE_FAMILIES', 'SHAPES', 'COLOURS', 'RGB', 'BACKGROUND', 'N_OBJECTS', 'OBJECT_SETS', 'OOD_FAMILIES',
@@ -367,8 +367,7 @@ def rg_trial(task: str, n_train: int, model: str, seed: int, protocol: int = 1,
             ) -> dict:
     "Train on the 'train' objects; test in distribution (new images), on recombined objects and on the two held-out families."
     p, dev = rg_protocol(), get_device()
-    if protocol != p['version']:
-        raise ValueError(f"protocol must be {p['version']}, this profile's version of the protocol (rg_protocol), got {protocol!r}")
+    check_version(protocol, 'protocol', p['version'], "this profile's version of the protocol, rg_protocol")
     d = relgames_data(task, n_train, p['n_val'], p['n_test'], seed=seed, objects='train', ood=RG_OOD)
     net = rg_model(model, dropout)
     cfg = replace(RG_TRAIN, max_epochs=rg_epochs(n_train), eval_every=p['eval_every'], patience=p['patience'])

@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_shape, check_choice, check_positive, check_seed, get_device, results_dir, atomic_write, get_profile
+from .core import by_profile, check_shape, check_choice, check_positive, check_seed, get_device, results_dir, atomic_write, get_profile, check_version
 from .harness import Classification, TrainConfig, fit, grid, run_sweep, experiment, _fit_probe
 from .simplicial import SimplicialConfig, SimplicialEncoder, RELATIONAL, SIMPLICIAL
 from .boxworld import (BoxWorldConfig, VecBoxWorld, bridge_dataset, generate_puzzle, expert_action, state_key,
@@ -134,7 +134,7 @@ def benchmark_agents(agents: tuple = tuple(PAPER_AGENTS), batch: int = 256, repe
     return df.assign(vs_relational=df['ms'] / df.loc[df.agent == 'relational', 'ms'].iloc[0]) if 'relational' in set(df.agent) else df
 
 # %% ../nbs/11_simplicial_agents.ipynb #c010b
-from .evidence import claim, compare, conditions, select, Evidence
+from .evidence import claim, compare, conditions, select, Evidence, curve_peak
 
 RL_CONVERGENCE = ('best_frames', 'budget_frames')   # read off each RL row's training history (below)
 
@@ -146,9 +146,7 @@ def rl_progress(rows: pd.DataFrame) -> pd.DataFrame:
         if r.get('agent') == 'random': return 0.0, 1.0
         h = r.get('history')
         if not isinstance(h, list) or not h: return math.nan, math.nan
-        w = np.array([x.get('win_rate', math.nan) for x in h], float)
-        if not np.isfinite(w).any(): return math.nan, math.nan
-        return float(h[int(np.nanargmax(w))]['frames']), float(h[-1]['frames'])
+        return curve_peak([(x.get('frames', math.nan), x.get('win_rate', math.nan)) for x in h])
     b = [best(r) for r in rows.to_dict('records')]
     return rows.assign(best_frames=[x for x, _ in b], budget_frames=[y for _, y in b])
 
@@ -240,10 +238,7 @@ BOARDS = dict(boards=[GENERATOR_VERSION])   # the grid axis of every sweep of th
 
 def _check_boards(boards) -> int:
     "A trial's `boards` parameter: the version of the bridge generator its boards come from; only this code's can run."
-    if boards != GENERATOR_VERSION or isinstance(boards, bool):
-        raise ValueError(f"boards must be {GENERATOR_VERSION} (GENERATOR_VERSION, the bridge generator this code has), got {boards!r}: "
-                         "rows made on another version's boards are history and cannot be rerun")
-    return boards
+    return check_version(boards, 'boards', GENERATOR_VERSION, "GENERATOR_VERSION, the bridge generator this code has")
 
 def _boards(n: int, seed: int) -> dict:
     d = bridge_dataset(n, seed, STORED_RUNS_ENV)
@@ -543,8 +538,7 @@ IMITATION_EVAL = 'sampled'   # the evaluation policy of this code's trials: rows
 def imitation_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION, evaluation: str = IMITATION_EVAL) -> dict:
     "Train one agent by BC + DAgger from the planner; its final and per-round closed-loop win rates on the held-out puzzles."
     check_choice(agent, 'agent', list(ENCODERS)); check_seed(seed); _check_boards(boards)
-    if evaluation != IMITATION_EVAL:
-        raise ValueError(f"evaluation must be {IMITATION_EVAL!r} (this code's evaluation policy), got {evaluation!r}: rows of another are history")
+    check_version(evaluation, 'evaluation', IMITATION_EVAL, "IMITATION_EVAL, this code's evaluation policy")
     P = imitation_profile(); dcfg, eval_set = P['dagger'], imitation_eval_set(P['per_type'])
     torch.manual_seed(seed); net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
     out = dagger(net, dcfg, seed, eval_set, device=get_device())

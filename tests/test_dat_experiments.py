@@ -113,3 +113,11 @@ def test_lm_claims_read_lower_loss_as_better():
     assert CLAIMS['dat-lm-symbolic-vs-positional'].evaluate(rows).comparison.verdict == 'supports the paper'
     worse = rows.assign(val_loss=rows.val_loss + 0.2 * (rows.model == 'DAT'))
     assert CLAIMS['dat-lm-symbolic-vs-relative'].evaluate(worse).comparison.verdict == 'contradicts the paper'
+
+
+def test_lm_trial_refuses_rows_of_another_protocol():
+    "A row of protocol 1 (weight decay on every tensor) cannot be rerun by this code: it is history, not a trial to redo."
+    from relbook.dat_experiments import lm_trial, LM_VERSION
+    for bad in (LM_VERSION - 1, True, str(LM_VERSION)):
+        with pytest.raises(ValueError, match=f"protocol must be {LM_VERSION} \\(LM_VERSION"):
+            lm_trial('DAT', 0, protocol=bad)
