@@ -289,6 +289,8 @@ class Claim:
     section: str = ''                # the chapter's section heading that reports it (for the link)
     profiles: tuple[str, ...] = ()   # the only profiles whose rows can judge it, e.g. ('full',) for a claim about the paper's
                                      # set-up that smaller budgets cannot reach (empty: any); a campaign at another skips it
+    stated: bool = True              # False: the book's reading of the paper (an explanation it offers or a choice it implies,
+                                     # tested as a claim), not a result the paper states; counted apart on the scoreboard
 
     def __post_init__(self):
         if not re.fullmatch(r'[a-z0-9][a-z0-9.\-]*', self.id):
@@ -299,6 +301,7 @@ class Claim:
         if not callable(self.evaluate): raise ValueError(f"claim {self.id!r}: evaluate must be callable")
         if isinstance(self.profiles, str): self.profiles = (self.profiles,)
         for p in self.profiles: check_choice(p, f'claim {self.id!r}: profiles', PROFILES)
+        if not isinstance(self.stated, bool): raise ValueError(f"claim {self.id!r}: stated must be True or False, got {self.stated!r}")
 
 CLAIMS: dict[str, Claim] = {}
 
@@ -430,7 +433,7 @@ def claims_frame(judgements: Sequence[Judgement]) -> pd.DataFrame:
     for j in judgements:
         c, cmp_ = j.claim, (j.evidence.comparison if j.evidence else None)
         num = lambda v: None if v is None or not math.isfinite(v) else round(float(v), 6)
-        out.append(dict(id=c.id, chapter=c.chapter, section=c.section, paper=c.paper, where=c.where, claim=c.claim,
+        out.append(dict(id=c.id, chapter=c.chapter, section=c.section, paper=c.paper, where=c.where, claim=c.claim, stated=c.stated,
                         paper_value=c.paper_value, metric=c.metric, comparison=c.comparison,
                         ours=j.evidence.ours if j.evidence else '', note=j.evidence.note if j.evidence else '',
                         effect=num(cmp_.effect) if cmp_ else None, lo=num(cmp_.lo) if cmp_ else None,
@@ -442,8 +445,11 @@ def claims_frame(judgements: Sequence[Judgement]) -> pd.DataFrame:
                         pending=j.pending, partial=j.partial))
     return pd.DataFrame(out)
 
-def scoreboard(frame: pd.DataFrame) -> dict[str, int]:
-    "Claims per verdict (provisional ones counted apart)."
+def scoreboard(frame: pd.DataFrame, stated: bool | None = None) -> dict[str, int]:
+    "Claims per verdict (provisional ones counted apart); `stated`: only the paper's own claims (True) or our readings (False)."
+    if stated is not None:
+        kind = frame['stated'] if 'stated' in frame else pd.Series(True, index=frame.index)   # a frame without the field: all stated
+        frame = frame[kind == stated]
     counts = {v: 0 for v in VERDICTS}
     for _, r in frame.iterrows(): counts[r['verdict']] += 1
     counts['of which provisional'] = int(frame['provisional'].sum()) if len(frame) else 0
@@ -470,24 +476,28 @@ def _run_cell(r) -> str:
 
 def render_scoreboard(frame: pd.DataFrame, link: str | None = 'claims.md') -> str:
     "The counts per verdict as a small markdown table (the landing page and the claims page open with it)."
-    counts = scoreboard(frame)
-    lines = ['| verdict | claims |', '|---|---|']
-    lines += [f'| {k} | {v} |' for k, v in counts.items()]
+    counts, paper, ours = scoreboard(frame), scoreboard(frame, stated=True), scoreboard(frame, stated=False)
+    lines = ["| verdict | claims | stated by the paper | our reading of the paper |", '|---|---|---|---|']
+    lines += [f'| {k} | {v} | {paper[k]} | {ours[k]} |' for k, v in counts.items()]
     where = f'on [the claims page]({link})' if link else 'below, by paper'
-    return '\n'.join(lines) + f'\n\n{len(frame)} claims in all; each is listed, with its evidence, {where}.'
+    n_ours = sum(ours[v] for v in VERDICTS)
+    return '\n'.join(lines) + (f'\n\n{len(frame)} claims in all ({len(frame) - n_ours} stated by the papers, {n_ours} our reading of an '
+                               f'explanation or a choice a paper gives); each is listed, with its evidence, {where}.')
 
 def _claims_tables(g: pd.DataFrame, link: bool) -> list[str]:
     "A compact table (claim, verdict, interval, evidence), then each claim's details as a definition list."
     out = ['| claim | verdict | effect [95 % CI] | evidence |', '|---|---|---|---|']
     for _, r in g.iterrows():
-        out.append(f"| **{_cell(r['id'])}** | {_verdict_cell(r)} | {_cell(r['interval']) or '—'} | {_run_cell(r)} |")
+        reading = '' if _flag(r.get('stated')) is not False else ' *(our reading)*'
+        out.append(f"| **{_cell(r['id'])}**{reading} | {_verdict_cell(r)} | {_cell(r['interval']) or '—'} | {_run_cell(r)} |")
     out.append('')
     for _, r in g.iterrows():
         where = f"[{r['chapter']}, {r['section']}]({r['chapter']}.ipynb#{_slug(r['section'])})" if link else r['section']
         paper = r['where'] + (f": {r['paper_value']}" if r['paper_value'] else '')
         ours = (r['ours'] or 'no results yet') + (f" ({r['note']})" if r['note'] else '')
+        reading = '' if _flag(r.get('stated')) is not False else '*Our reading of the paper*, not a result it states: '
         out += [f"**{r['id']}** ({where})",
-                f": {r['claim']} *Paper* ({paper}). *Ours*: {ours}. *Metric*: {r['metric']}; *compared*: {r['comparison']}.", '']
+                f": {reading}{r['claim']} *Paper* ({paper}). *Ours*: {ours}. *Metric*: {r['metric']}; *compared*: {r['comparison']}.", '']
     return out
 
 def render_claims_page(frame: pd.DataFrame) -> str:
@@ -503,6 +513,9 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            'stopped under a stopping rule shown to stop runs on a plateau they later leave (chapter 5’s first rule), or in a '
            '(model, size) cell where a plateau check found the rule stopping runs too early (chapter 5). Where a claim gives '
            'a size ("≥ 2×", a margin), *size reached / not reached / undetermined* says whether the interval clears it. '
+           '*Our reading* marks a claim the paper does not state as a result — an explanation it offers or a choice it implies, '
+           'which the book tests as a claim; the scoreboard counts these apart, so that a verdict on our reading is not '
+           'taken for a verdict on what the paper reports. '
            'Each row shows the largest profile with results (full > gpu > quick) whose sweep is complete: a sweep still running, '
            'or cut short, would be judged on a subset of its sizes or seeds, so it waits, named in the evidence column, as '
            'does a planned `gpu` sweep with nothing stored yet. '

@@ -429,7 +429,7 @@ claim(id='set-corelnet-no-softmax-helps', chapter='04_set', paper='altabaa2024ab
 claim(id='set-one-dimension-too-few', chapter='04_set', paper='altabaa2024abstractors', where='§4.1, Fig. 4b',
       claim=("CoRelNet fails because its relation has one dimension; so reading the same relation out by an MLP "
              "instead of a linear layer does not help (margin ±0.05)."),
-      paper_value='explanation, not measured',
+      paper_value='explanation, not measured', stated=False,
       experiments=('set_classification',), metric='test accuracy, mean over training sizes',
       comparison='CoRelNet (no softmax, MLP readout) − CoRelNet (no softmax), paired by seed; equivalence within ±0.05',
       section=SECTION_1,
@@ -440,7 +440,7 @@ claim(id='set-one-dimension-too-few', chapter='04_set', paper='altabaa2024abstra
 claim(id='set-abstractor-beats-one-dimension', chapter='04_set', paper='altabaa2024abstractors', where='§4.1, Fig. 4b',
       claim=("The Abstractor's multi-dimensional relations beat a one-dimensional relation on SET, also when that "
              "relation is read out by an MLP (implied by the explanation; the MLP readout is our variant)."),
-      paper_value='explanation, not measured',
+      paper_value='explanation, not measured', stated=False,
       experiments=('set_classification',), metric='test accuracy, mean over training sizes',
       comparison='Abstractor − CoRelNet (no softmax, MLP readout), paired by seed', section=SECTION_1,
       evaluate=lambda df: conditions(df, 'test_acc', {'model': 'Abstractor'}, {'model': 'CoRelNet (no softmax, MLP readout)'},
@@ -451,7 +451,7 @@ claim(id='set-more-dimensions-rescue-corelnet', chapter='04_set', paper='altabaa
       claim=("CoRelNet fails because its relation has one dimension; so with four relation dimensions (as many as the "
              "Abstractor's heads) and the same linear readout it learns SET (size read as: 0.4 above the one-dimensional "
              "CoRelNet; implied by the explanation, the four-dimensional CoRelNet is our variant)."),
-      paper_value='explanation, not measured',
+      paper_value='explanation, not measured', stated=False,
       experiments=('set_classification', 'set_relation_dims'), metric='test accuracy on unseen triples at the largest training set',
       comparison='CoRelNet (no softmax, 4 relations) − CoRelNet (no softmax), paired by seed; size 0.4', section=SECTION_1,
       evaluate=lambda df: conditions(df, 'test_acc', {'model': 'CoRelNet (no softmax, 4 relations)'},
@@ -484,6 +484,7 @@ claim(id='set-official-modular-near-symbolic', chapter='04_set', paper='altabaa2
 claim(id='set-prelearned-relations-help', chapter='04_set', paper='altabaa2023abstractors', where='§4.5, Fig. 2b',
       claim=('Relations learned on pairs, one attribute at a time, transfer to SET: the Abstractor initialised with them '
              'learns faster than from scratch (implied by the modularity claim; the paper shows no from-scratch curve).'),
+      stated=False,
       experiments=('set_modular',), metric='test accuracy, mean over training sizes',
       comparison='Abstractor (pre-learned relations) − Abstractor (from scratch), paired by seed', section=SECTION_2,
       evaluate=lambda df: conditions(df, 'test_acc', {'model': 'Abstractor (pre-learned relations)'},
