@@ -19,10 +19,10 @@ __all__ = ['PREPARERS', 'MISSING', 'GPU_RUNS', 'GPU_HOLD', 'CHECKS', 'USES', 'AR
            'OLD_STEP_OPS', 'F_EFF', 'SHARED_ARTEFACTS', 'PROBE_PROBLEMS', 'RUNBOOK_PAGE', 'THROUGHPUT', 'CPU_DECIDED',
            'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'QUICK_TARGET_MIN', 'parse_budget', 'preparer', 'unprepared',
            'prepare', 'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack', 'pack_carried',
-           'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'intercept', 'probe_trials', 'trial_seconds',
-           'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting', 'graph_gains',
-           'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook', 'chapter_of',
-           'quick_cost_frame']
+           'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'NoSweep', 'intercept', 'probe_trials',
+           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting',
+           'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook',
+           'chapter_of', 'quick_cost_frame']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -311,6 +311,25 @@ def _archive_manifest(archive: Path) -> dict:
             if m.name == 'manifest.json': return json.loads(tar.extractfile(m).read())
     raise ValueError(f"{archive} is not a campaign archive (no manifest.json)")
 
+def _member_rows(name: str, data: bytes, profile: str) -> list[dict]:
+    """The rows of an archive's store `name`, all checked before any is merged: each a JSON object with its trial's `params`,
+    made at the profile its store and the archive's manifest name. A bad row refuses the whole member (a half-merged store
+    could never be merged again); a torn line (a transfer cut mid-row) is skipped with a warning."""
+    m = re.fullmatch(r'[\w.\-]+-(\w+)\.jsonl', Path(name).name)
+    if not m or m[1] != profile:
+        raise ValueError(f"archive store {name!r} must be named <experiment>-{profile}.jsonl (the manifest's profile)")
+    rows = []
+    for i, line in enumerate(data.decode().splitlines(), 1):
+        if not line.strip(): continue
+        try: row = json.loads(line)
+        except json.JSONDecodeError: warnings.warn(f"{name}: skipping a torn line"); continue
+        if not isinstance(row, dict) or not isinstance(row.get('params'), dict):
+            raise ValueError(f"{name}, line {i}: a result row must be a JSON object with its trial's params; nothing of this store was merged")
+        if row.get('profile', profile) != profile:
+            raise ValueError(f"{name}, line {i}: a row made at profile {row['profile']!r} in a {profile!r} store; nothing of this store was merged")
+        rows.append(row)
+    return rows
+
 def merge(archive: str | Path, results: str | Path | None = None) -> dict:
     """Fold a campaign (or carried) archive into the results folder: new rows appended without duplicates, checkpoints
     restored. A torn archive (it ends early) gives up what it holds whole, with a warning: its rows line by line, its
@@ -336,11 +355,8 @@ def merge(archive: str | Path, results: str | Path | None = None) -> dict:
             if not re.fullmatch(r'[\w.\-]+\.jsonl', Path(name).name): raise ValueError(f"bad store name {name!r}")
             store = ResultsStore(root / Path(name).name)
             have, added = store.done(), 0
-            for line in data.decode().splitlines():
-                if not line.strip(): continue
-                try: row = json.loads(line)
-                except json.JSONDecodeError: warnings.warn(f"{name}: skipping a torn line"); continue
-                k = trial_key(row.get('params', {}))
+            for row in _member_rows(name, data, manifest['profile']):   # every row checked before any is appended
+                k = trial_key(row['params'])
                 if k in have: out['duplicates'] += 1; continue
                 store.append_row(row); have.add(k); added += 1
             store.sync_csv(); out['added'][store.path.name] = added
@@ -644,16 +660,20 @@ def _env(key: str, value: str):
         if old is None: os.environ.pop(key, None)
         else: os.environ[key] = old
 
+class NoSweep(ValueError):
+    "`intercept` found no sweep to intercept: an unknown experiment, or one that runs no `run_sweep` (its plan is unknown)."
+
 def intercept(name: str, profile: str = 'gpu') -> tuple[list[dict], Callable]:
-    "The trials and trial function experiment `name` would run at `profile`, without running any."
+    """The trials and trial function experiment `name` would run at `profile`, without running any. `NoSweep` when there is
+    no sweep; any other error of the experiment's setup (a missing input, a bug) propagates: it is not 'no plan'."""
     exps = load_all_experiments()
-    if name not in exps: raise ValueError(f"unknown experiment {name!r}; known: {sorted(exps)}")
+    if name not in exps: raise NoSweep(f"unknown experiment {name!r}; known: {sorted(exps)}")
     token = _sweep_probe.set(True)
     try:
         with using_profile(profile): exps[name]()
     except SweepIntercepted as e: return e.trials, e.run_trial
     finally: _sweep_probe.reset(token)
-    raise ValueError(f"experiment {name!r} runs no sweep through run_sweep: nothing to estimate")
+    raise NoSweep(f"experiment {name!r} runs no sweep through run_sweep: nothing to estimate")
 
 SHARED_ARTEFACTS = ('set_embedder',)   # results/checkpoints/<dir>: made once per machine, shared by every trial; probes copy them
 PROBE_PROBLEMS = 1024                  # generated mathematics problems per set in a probe: shapes and steps, not the data, are measured

@@ -46,7 +46,8 @@ class Comparison:
         if self.n == 0: return 'no data'
         ratio = self.method.startswith('ratio')
         f = (lambda v: f'{v:.{digits}g}×') if ratio else (lambda v: f'{v:+.{digits}f}')
-        ci = f' [{f(self.lo)}, {f(self.hi)}]' if math.isfinite(self.lo) else ''
+        ci = (f' [{f(self.lo)}, {f(self.hi)}]' if math.isfinite(self.lo) and math.isfinite(self.hi) else
+              ' [unbounded: every seed the same, too few seeds for a sign test]' if self.hi == math.inf else '')
         return f'{f(self.effect)}{ci}, {self.n} seed{"s" * (self.n != 1)}'
 
 # %% ../nbs/96_evidence.ipynb #c007
@@ -56,14 +57,28 @@ def _as_values(x, name: str) -> pd.Series:
     elif isinstance(x, (list, tuple, np.ndarray)): s = pd.Series(np.asarray(x, dtype=float))
     else: raise ValueError(f"{name} must be a sequence or a pandas Series of per-seed values, got {type(x).__name__}")
     if s.ndim != 1: raise ValueError(f"{name} must be one-dimensional, got shape {s.shape}")
+    if s.index.has_duplicates:            # 3 seeds at 2 sizes passed as 6 values would count as 6 seeds
+        dup = sorted(set(s.index[s.index.duplicated()].tolist()))
+        raise ValueError(f"{name} must hold one value per seed, got repeated seed labels {dup}: aggregate the other axes first (per_seed)")
     if not np.isfinite(s.to_numpy()).all():
         raise ValueError(f"{name} must be finite (censored values, e.g. 'never reached', need an explicit rule), got {s.tolist()}")
     return s
 
+def _tied(*xs: np.ndarray) -> bool:
+    "Every value of each sample the same (to rounding): no spread for a t interval to measure."
+    return all(len(x) > 0 and np.ptp(x) <= 1e-12 * max(1.0, float(np.abs(x).max())) for x in xs)
+
+def _tied_interval(d: np.ndarray, level: float, p_value: float) -> tuple[float, float]:
+    """The interval when every seed gave the same value: a point where an exact distribution-free test of that many agreeing
+    seeds reaches `level` (`p_value` ≤ 1 − level), else unbounded (−inf, +inf): too few seeds to decide from signs alone."""
+    return (float(d.mean()), float(d.mean())) if p_value <= 1 - level else (-math.inf, math.inf)
+
 def _t_interval(d: np.ndarray, level: float) -> tuple[float, float]:
-    "Student-t interval of the mean of `d` (nan below 2 values; a point when all values agree)."
+    """Student-t interval of the mean of `d` (nan below 2 values). When all values agree the t interval would be a point,
+    however few the seeds: the sign test decides instead (n agreeing signs: two-sided p = 2·0.5ⁿ, so ≥ 6 seeds at 95 %)."""
     n = len(d)
     if n < 2: return math.nan, math.nan
+    if _tied(d): return _tied_interval(d, level, 2 * 0.5 ** n)   # the order-statistic interval [min, max]: coverage 1 − 2·0.5ⁿ
     half = stats.t.ppf(0.5 + level / 2, n - 1) * d.std(ddof=1) / math.sqrt(n)
     return float(d.mean() - half), float(d.mean() + half)
 
@@ -72,7 +87,9 @@ def _welch_interval(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, 
     if len(a) < 2 or len(b) < 2: return math.nan, math.nan
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     se = math.sqrt(va + vb)
-    if se == 0: return float(a.mean() - b.mean()), float(a.mean() - b.mean())
+    if se == 0:                                    # both samples constant: an exact permutation test (two-sided) decides
+        p = 2 / math.comb(len(a) + len(b), len(a))
+        return _tied_interval(np.array([a.mean() - b.mean()]), level, p)
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     half = stats.t.ppf(0.5 + level / 2, df) * se
     return float(a.mean() - b.mean() - half), float(a.mean() - b.mean() + half)
@@ -83,7 +100,7 @@ def _bootstrap_interval(d: np.ndarray, level: float, n_boot: int, seed: int) -> 
     s = d[rng.integers(0, n, size=(n_boot, n))]                    # (n_boot, n) resamples
     m, se = s.mean(1), s.std(1, ddof=1) / math.sqrt(n)
     se0 = d.std(ddof=1) / math.sqrt(n)
-    if se0 == 0: return float(d.mean()), float(d.mean())
+    if se0 == 0: return _t_interval(d, level)                           # no spread: the sign test, as for t
     t = (m[se > 0] - d.mean()) / se[se > 0]                         # resamples of one repeated value carry no spread
     q_lo, q_hi = np.quantile(t, [0.5 - level / 2, 0.5 + level / 2])
     return float(d.mean() - q_hi * se0), float(d.mean() - q_lo * se0)
@@ -92,7 +109,7 @@ def _bootstrap_interval(d: np.ndarray, level: float, n_boot: int, seed: int) -> 
 def _decide(lo: float, hi: float, n: int, direction: int, threshold: float | None,
             one_sided: bool = False) -> tuple[str, str | None]:
     "Verdict and size from an interval [lo, hi] of the effect (already on the additive scale)."
-    if n < MIN_SEEDS or not math.isfinite(lo): return 'insufficient data', None
+    if n < MIN_SEEDS or math.isnan(lo): return 'insufficient data', None   # (−inf, +inf): tied seeds too few to decide
     if direction == 0:                       # the paper says "about the same": equivalence within ±threshold
         if -threshold <= lo and hi <= threshold: return 'supports the paper', None
         if lo > threshold or hi < -threshold: return 'contradicts the paper', None
@@ -136,11 +153,13 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
         else: lo, hi = _t_interval(d, level)
         how = 'paired t' if not one_sample else 'one-sample t'
         how = how.replace('t', 'bootstrap', 1) if method == 'bootstrap' else how
+        if n >= 2 and _tied(d): how += '; every seed the same, so a sign test'
     else:
         if method == 'bootstrap': raise ValueError("method='bootstrap' is implemented for paired comparisons only")
         x, y = tr(a).to_numpy(float), tr(b).to_numpy(float)
         n, eff = min(len(x), len(y)), float(x.mean() - y.mean()) if len(x) and len(y) else math.nan
         lo, hi = _welch_interval(x, y, level); how = 'Welch t'
+        if len(x) >= 2 and len(y) >= 2 and _tied(x, y): how += '; no spread, so a permutation test'
     thr = math.log(size) if (ratio and size is not None) else (size if margin is None else margin)
     if margin is not None and ratio: thr = math.log(1 + margin)
     one_sided = direction != 0 and margin is not None
@@ -228,7 +247,9 @@ def per_seed(df: pd.DataFrame, metric: str, seed: str = 'seed', agg: str = 'mean
     "One value per seed: `metric` over the rows matching `where`, aggregated over the other axes (e.g. sizes)."
     rows = select(df, **where)
     if metric not in df.columns: raise ValueError(f"per_seed: no column {metric!r}; the rows have {sorted(df.columns)}")
-    return rows.groupby(seed)[metric].agg(agg).astype(float)
+    g = rows.groupby(seed)[metric]
+    out = g.agg(agg).astype(float)
+    return out.mask(g.apply(lambda v: v.isna().any()))   # a seed with a missing value is NaN, never the mean of the rest
 
 # %% ../nbs/96_evidence.ipynb #c021
 @dataclass
@@ -348,10 +369,11 @@ class Judgement:
 
 def _grid_keys(name: str, profile: str) -> list[str] | None:
     "Keys of the trials experiment `name`'s sweep at `profile` would make, without running any; None: not a registered sweep."
-    from relbook.campaign import intercept
+    from relbook.campaign import intercept, NoSweep
     from relbook.harness import trial_key
     try: return [trial_key(t) for t in intercept(name, profile)[0]]
-    except ValueError: return None                   # an unknown experiment, or one without a sweep: its plan is unknown
+    except NoSweep: return None    # an unknown experiment, or one without a sweep: its plan is unknown. Any other error of its
+                                   # setup propagates: read as 'plan unknown' it would judge old-protocol rows of a partial sweep
 
 def sweep_coverage(name: str, profile: str) -> tuple[int, int] | None:
     "(trials of experiment `name`'s sweep at `profile` that are stored, trials in the sweep); None: not a registered sweep."
@@ -439,6 +461,8 @@ def claims_frame(judgements: Sequence[Judgement]) -> pd.DataFrame:
                         effect=num(cmp_.effect) if cmp_ else None, lo=num(cmp_.lo) if cmp_ else None,
                         hi=num(cmp_.hi) if cmp_ else None, interval=cmp_.fmt() if cmp_ else '',
                         method=cmp_.method if cmp_ else '', size=cmp_.size if cmp_ else None,
+                        direction=cmp_.direction if cmp_ else None, threshold=num(cmp_.threshold) if cmp_ and cmp_.threshold is not None else None,
+                        one_sided_margin=cmp_.one_sided_margin if cmp_ else None,
                         verdict=j.verdict, provisional=j.provisional, label=j.label(), profile=j.profile,
                         seeds=j.seeds, trials=j.trials, still_improving=j.still_improving,
                         unknown_convergence=j.unknown_convergence, devices=j.devices, commits=j.commits, dirty_rows=j.dirty,
@@ -508,7 +532,11 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            '**How to read this page.** Each claim is compared over seeds, paired by seed where the design pairs them, '
            'with a 95 % Student-t interval of the effect ([](96_evidence.ipynb)). The verdict is *supports the paper* or '
            "*contradicts the paper* when the interval excludes no effect on one side, *inconclusive* when it allows both, "
-           '*insufficient data* with fewer than 3 seeds, and *not run* when no results exist yet. *Provisional* marks a verdict that rests on '
+           '*insufficient data* with fewer than 3 seeds, and *not run* when no results exist yet. Where the paper says two '
+           'conditions are about the same, the claim names a margin: *supports* when the interval lies within ±margin, '
+           '*contradicts* when it lies wholly outside, *inconclusive* otherwise; where it says one is no better (or no worse) '
+           'than the other, *supports* when the interval lies above −margin on the paper\'s side. When every seed gives the '
+           'same difference, the sign test decides instead of the t interval (it needs 6 seeds). *Provisional* marks a verdict that rests on '
            'a trial whose best model came in the last 10 % of its training budget (still improving), or one that patience '
            'stopped under a stopping rule shown to stop runs on a plateau they later leave (chapter 5’s first rule), or in a '
            '(model, size) cell where a plateau check found the rule stopping runs too early (chapter 5). Where a claim gives '

@@ -200,8 +200,10 @@ class TrainConfig:
     tie_break: str | None = None      # a second validation metric, lower is better, that picks among models of equal `monitor`
                                       # score (e.g. several at accuracy 1.0); it does not reset patience (None: the first is kept)
     grad_clip: float | None = None    # clip the gradient norm to this value
-    schedule: str = 'constant'        # learning-rate schedule: 'constant', 'cosine' or 'linear' decay to 0
+    schedule: str = 'constant'        # learning-rate schedule: 'constant', 'cosine' or 'linear' decay to lr·min_lr_ratio
     warmup_steps: int = 0             # linear warm-up steps before the schedule
+    min_lr_ratio: float = 0.0         # where a decaying schedule ends, as a share of lr, in [0, 1) (e.g. App. C.3 of the DAT
+                                      # paper: cosine from 1e-3 down to 1e-5, 0.01); 0: decay to 0
     eval_batch_size: int = 1024       # batch size for evaluation
     checkpoint_secs: float = 60.0     # at most one checkpoint write per this many seconds
     precision: str = 'auto'           # 'auto': bf16 autocast + TF32 on CUDA, exact fp32 on CPU; or 'fp32' / 'bf16'
@@ -218,6 +220,8 @@ class TrainConfig:
             if getattr(self, k) is not None: check_positive(getattr(self, k), k)
         check_positive(self.eval_batch_size, 'eval_batch_size')
         check_finite(self.min_delta, 'min_delta', lo=0)
+        if not (check_finite(self.min_lr_ratio, 'min_lr_ratio', lo=0) < 1):
+            raise ValueError(f"min_lr_ratio must be a finite number in [0, 1), got {self.min_lr_ratio!r}")
         if self.baseline is not None: check_finite(self.baseline, 'baseline')
         if self.tie_break is not None and not (isinstance(self.tie_break, str) and self.tie_break):
             raise ValueError(f"tie_break must be a metric name (str) or None, got {self.tie_break!r}")
@@ -243,11 +247,14 @@ def autocast_for(cfg: TrainConfig, device: torch.device, cache: bool = True):
     return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache) if on else contextlib.nullcontext()
 
 def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig, max_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    "Linear warm-up for `cfg.warmup_steps`, then a constant, cosine or linear decay to 0 at `max_steps`."
+    "Linear warm-up for `cfg.warmup_steps`, then a constant, cosine or linear decay to lr·`cfg.min_lr_ratio` at `max_steps`."
+    r = cfg.min_lr_ratio
     def factor(step):
         if step < cfg.warmup_steps: return (step + 1) / cfg.warmup_steps
+        if cfg.schedule == 'constant': return 1.0
         t = (step - cfg.warmup_steps) / max(1, max_steps - cfg.warmup_steps)
-        return {'constant': 1.0, 'cosine': 0.5 * (1 + math.cos(math.pi * min(t, 1.0))), 'linear': max(0.0, 1 - t)}[cfg.schedule]
+        decay = 0.5 * (1 + math.cos(math.pi * min(t, 1.0))) if cfg.schedule == 'cosine' else max(0.0, 1 - t)   # 1 -> 0
+        return r + (1 - r) * decay            # r = 0: exactly `decay` (0.0 + 1.0·d is d in floating point)
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 @dataclass
@@ -379,7 +386,8 @@ def _fit_id(model, train, cfg) -> str:
     path, and one must not resume from the other's state. Not the task's class: a wrapper of the same loss resumes."""
     spec = dict(model=[(k, list(v.shape)) for k, v in model.state_dict().items()],
                 train=[(list(t.shape), str(t.dtype)) for t in train],
-                cfg={k: v for k, v in asdict(cfg).items() if k not in ('checkpoint_secs', 'eval_batch_size')})   # these change no step
+                cfg={k: v for k, v in asdict(cfg).items() if k not in ('checkpoint_secs', 'eval_batch_size')   # these change no step
+                     and not (k == 'min_lr_ratio' and v == 0)})   # added later: at its default, the ids of earlier fits stay valid
     return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 def _check_monitor(model, task, val, cfg) -> None:

@@ -233,7 +233,34 @@ def test_theorem1():
     lo, hi = theorem1_check(1.0, n_samples=500), theorem1_check(100.0, n_samples=500)
     assert lo['bound_holds'] and hi['bound_holds']
     assert hi['max_err_margin'] < 1e-9 < lo['max_err_margin']
-    assert hi['symbol_acc_margin'] == 1.0
+    assert hi['symbol_w_margin'] > 1 - 1e-9
+
+
+@pytest.mark.parametrize('beta', [3.0, 10.0, 30.0])
+def test_theorem1_symbols_carry_the_selection(beta):
+    "The retrieved symbol weights are softmax(β·u), so on the margin event the selected object's weight is ≥ 1 − (n−1)e^(−βη)."
+    r = theorem1_check(beta, n_samples=500)
+    assert r['symbol_err'] < 1e-12
+    assert r['symbol_w_margin'] >= r['symbol_w_bound'] - 1e-12 and r['symbol_w_margin'] > 0
+
+
+def test_theorem1_symbol_check_can_fail(monkeypatch):
+    "A selection logit at half the scale (a wrong construction) breaks the symbol checks: they test something."
+    import relbook.dat as dat
+    orig = dat.theorem1_module
+    def halved(*a):
+        ra, sym = orig(*a)
+        with torch.no_grad(): ra.ra_q.weight.mul_(0.5)
+        return ra, sym
+    monkeypatch.setattr(dat, 'theorem1_module', halved)
+    r = theorem1_check(10.0, n_samples=500)
+    assert r['symbol_err'] > 1e-3 and r['symbol_w_margin'] < r['symbol_w_bound']
+
+
+@pytest.mark.parametrize('beta', [float('nan'), float('inf'), 0.0, -1.0, True, '10'])
+def test_theorem1_refuses_bad_beta(beta):
+    with pytest.raises(ValueError, match='beta must be a positive finite number'):
+        theorem1_check(beta, n_samples=10)
 
 
 def test_bench_once_runs():

@@ -1,8 +1,9 @@
 "Tests of the DAT experiments' data paths and models (relbook.dat_experiments)."
 import pytest
 import torch
-from relbook.datasets import write_cifar_batch
-from relbook.dat_experiments import vision_data, vision_model, vision_protocol, VISION_MODELS, dat_math_model, lm_model, lm_protocol, LM_MODELS
+from relbook.datasets import write_cifar_batch, load_cifar
+from relbook.dat_experiments import (vision_data, vision_model, vision_protocol, VISION_MODELS, DIGITS_TEST, dat_math_model, lm_model,
+                                     lm_protocol, LM_MODELS)
 
 
 def _write_cifar10(root, n=40, seed=0):
@@ -14,14 +15,24 @@ def _write_cifar10(root, n=40, seed=0):
 
 
 def test_vision_data_cifar_from_written_files(tmp_path, monkeypatch):
+    "The CIFAR recipe trains on every training image: no validation part; the official test set; black as it normalises."
     _write_cifar10(tmp_path)
     monkeypatch.setenv('RELBOOK_CIFAR', str(tmp_path))
     d = vision_data('cifar10', seed=0)
-    n_train, n_val, n_test = (len(d[k][1]) for k in ('train', 'val', 'test'))
-    assert (n_train, n_val, n_test) == (200 - 20, 20, 40) and d['patch'] == 4 and d['n_classes'] == 10
+    assert 'val' not in d and len(d['train'][1]) == 5 * 40 and len(d['test'][1]) == 40
+    assert d['patch'] == 4 and d['n_classes'] == 10
     assert abs(float(d['train'][0].mean())) < 0.05                       # normalised with the training statistics
+    x = load_cifar(tmp_path, 'cifar10', 'train')[0].double()
+    mean, std = x.mean((0, 2, 3)), x.std((0, 2, 3), correction=0)
+    assert torch.allclose(d['black'].double(), -mean / std, atol=1e-5)   # a 0 pixel, normalised
+    assert torch.equal(vision_data('cifar10', seed=3)['train'][1], d['train'][1])   # the same images for every seed
     net = vision_model('ViDAT', 32, d['patch'], 3, d['n_classes'], vision_protocol('smoke'))
-    assert net(d['val'][0][:2]).shape == (2, 10)
+    assert net(d['test'][0][:2]).shape == (2, 10)
+
+
+def test_digits_keep_their_validation_split():
+    d = vision_data('digits', seed=0)
+    assert tuple(len(d[k][1]) for k in ('train', 'val', 'test')) == (1797 - 180 - DIGITS_TEST, 180, DIGITS_TEST)
 
 
 def test_vision_data_cifar_needs_env(monkeypatch):
@@ -88,18 +99,19 @@ def test_claims_are_declared():
 
 
 def test_vision_claims_equivalence_and_missing_cifar():
-    same = _vision_rows(lambda m, s: 0.95 + 0.001 * s + 0.002 * (m == 'ViDAT'))
+    same = _vision_rows(lambda m, s: 0.95 + 0.001 * s + (0.002 + 0.001 * (-1) ** s) * (m == 'ViDAT'))   # a spread over seeds
     ev = CLAIMS['dat-vision-symmetry'].evaluate(same)
     assert ev.comparison.direction == 0 and ev.comparison.threshold == SYMMETRY_MARGIN
     assert ev.comparison.verdict == 'supports the paper'                                     # within ±1 point
-    far = _vision_rows(lambda m, s: 0.90 + 0.001 * s + 0.05 * (m == 'ViDAT'))
+    far = _vision_rows(lambda m, s: 0.90 + 0.001 * s + (0.05 + 0.001 * (-1) ** s) * (m == 'ViDAT'))
     assert CLAIMS['dat-vision-symmetry'].evaluate(far).comparison.verdict == 'contradicts the paper'
     assert CLAIMS['dat-vision-digits'].evaluate(far).comparison.verdict == 'supports the paper'
     assert CLAIMS['dat-vision-cifar'].evaluate(far).comparison is None                       # digits only: not run
 
 
 def test_lm_claims_read_lower_loss_as_better():
-    rows = pd.DataFrame([dict(model=m, seed=s, val_loss=4.0 - 0.05 * (m == 'DAT') + 0.01 * s, best_step=300,
+    jitter = lambda m, s: 0.001 * ((LM_MODELS.index(m) + 1) * s % 5)           # every pair of models differs across seeds: a spread
+    rows = pd.DataFrame([dict(model=m, seed=s, val_loss=4.0 - 0.05 * (m == 'DAT') + 0.01 * s + jitter(m, s), best_step=300,
                               curve=[[100, 4.5], [300, 4.0], [600, 4.1]]) for m in LM_MODELS for s in range(3)])
     assert CLAIMS['dat-lm-vs-transformer'].evaluate(rows).comparison.verdict == 'supports the paper'
     assert CLAIMS['dat-lm-ra-vs-rca'].evaluate(rows).comparison.verdict == 'supports the paper'
@@ -121,3 +133,156 @@ def test_lm_trial_refuses_rows_of_another_protocol():
     for bad in (LM_VERSION - 1, True, str(LM_VERSION)):
         with pytest.raises(ValueError, match=f"protocol must be {LM_VERSION} \\(LM_VERSION"):
             lm_trial('DAT', 0, protocol=bad)
+
+
+# --- the vision recipes (App. C.3; the official CIFAR runs where it is silent) ----------------------
+from dataclasses import replace
+import numpy as np
+from relbook.dat_experiments import (VISION_RECIPES, VISION_VERSION, VisionRecipe, AugmentedClassification, augment, cutmix, hflip,
+                                     black_crop, crop_paste, crop_paste_draws, crop_paste_reference, random_crop_paste,
+                                     vision_config, vision_trial)
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_recipes_per_dataset():
+    c, d = VISION_RECIPES['cifar10'], VISION_RECIPES['digits']
+    assert VISION_RECIPES['cifar100'] == c
+    assert (c.padding, c.pad_black, c.flip, c.crop_paste, c.mix, c.alpha, c.val) == (4, True, True, True, 'cutmix', 1.0, False)
+    assert (d.padding, d.pad_black, d.flip, d.crop_paste, d.mix, d.alpha, d.val) == (1, False, False, False, 'mixup_cutmix', 0.8, True)
+    with pytest.raises(ValueError, match='padding must be an int >= 0'): replace(c, padding=-1)
+    with pytest.raises(ValueError, match='mix must be one of'): replace(c, mix='mixup')
+    with pytest.raises(ValueError, match='alpha must be a positive'): replace(c, alpha=0.0)
+
+
+@pytest.mark.parametrize('dataset', ['cifar10', 'digits'])
+def test_flip_only_in_the_cifar_recipe(dataset):
+    "With crops, crop-paste and mixing switched off, what is left of each recipe: a flip for CIFAR, nothing for digits."
+    x = torch.randn(64, 3, 8, 8, generator=_gen(1))
+    only = replace(VISION_RECIPES[dataset], padding=0, crop_paste=False, mix=None)
+    out, t = augment(x, torch.eye(10)[torch.arange(64) % 10], only, _gen(), black=torch.zeros(3))
+    same = torch.isclose(out, x, atol=1e-6).flatten(1).all(1)
+    mirrored = torch.isclose(out, x.flip(-1), atol=1e-6).flatten(1).all(1)
+    assert (same | mirrored).all() and torch.equal(t, torch.eye(10)[torch.arange(64) % 10])
+    if dataset == 'cifar10': assert 16 < int(mirrored.sum()) < 48       # p = 0.5
+    else: assert same.all()
+
+
+def test_cifar_augmentation_shapes_and_ranges(tmp_path, monkeypatch):
+    "Every augmented pixel is an image pixel, black, or a blend of them; targets are two labels' weights summing to 1."
+    _write_cifar10(tmp_path)
+    monkeypatch.setenv('RELBOOK_CIFAR', str(tmp_path))
+    d = vision_data('cifar10', seed=0)
+    x, y = d['train'][0][:128], d['train'][1][:128]
+    onehot = torch.eye(10)[y]
+    lo, hi = min(float(x.min()), float(d['black'].min())), max(float(x.max()), float(d['black'].max()))
+    for seed in range(5):
+        out, t = augment(x, onehot, VISION_RECIPES['cifar10'], _gen(seed), d['black'])
+        assert out.shape == (128, 3, 32, 32) and t.shape == (128, 10) and out.dtype == torch.float32
+        assert lo - 1e-5 <= float(out.min()) and float(out.max()) <= hi + 1e-5
+        assert torch.allclose(t.sum(1), torch.ones(128)) and (t >= 0).all() and ((t > 0).sum(1) <= 2).all()
+    assert (out == d['black'][None, :, None, None]).all(1).any(), "no black border in any crop"
+    task = AugmentedClassification(10, VISION_RECIPES['cifar10'], seed=0, black=d['black'])
+    net = vision_model('ViT', 32, 4, 3, 10, vision_protocol('smoke'))
+    assert torch.isfinite(task.loss(net, (x[:8], y[:8])))
+    with pytest.raises(ValueError, match='black must be given'): AugmentedClassification(10, VISION_RECIPES['cifar10'])
+
+
+def test_cutmix_weights_match_a_hand_count():
+    "λ is recomputed from the clipped box: an image's own label weighs the share of its own pixels it kept, its partner's the rest."
+    x = torch.arange(16.)[:, None, None, None].expand(16, 3, 32, 32)    # image i is all i, label i
+    clipped = mixed = 0
+    for seed in range(40):
+        out, t = cutmix(x, torch.eye(16), 1.0, _gen(seed))
+        kept = (out == x).float().mean((1, 2, 3))
+        assert torch.allclose(t.diagonal(), kept, atol=1e-6) and torch.allclose(t.sum(1), torch.ones(16))
+        rows = (out != x).any(3).any(1).any(0); cols = (out != x).any(2).any(1).any(0)      # the box's rows and columns
+        for i in torch.nonzero(kept < 1).flatten().tolist():
+            j = int(out[i][out[i] != i][0])
+            assert torch.equal(out[i][out[i] != i], torch.full_like(out[i][out[i] != i], j))   # one partner per image
+            assert abs(float(t[i, j]) - (1 - float(kept[i]))) < 1e-6; mixed += 1
+        if rows.any() and (rows[0] or rows[-1] or cols[0] or cols[-1]): clipped += 1
+    assert mixed > 100 and clipped > 5
+
+
+def test_cutmix_box_is_the_official_one():
+    "The box da.py's CutMix cuts, recomputed from the same draws by its own arithmetic."
+    for seed in range(20):
+        g = _gen(seed)
+        perm = torch.randperm(8, generator=g)
+        lam = float(np.random.default_rng(int(torch.randint(2**62, (1,), generator=g))).beta(1.0, 1.0))
+        r_x, r_y = (torch.rand(2, generator=g, dtype=torch.float64) * 32).tolist()
+        r_w = r_h = 32 * np.sqrt(1 - lam)
+        x1, x2 = int(np.clip(r_x - r_w // 2, a_min=0, a_max=32)), int(np.clip(r_x + r_w // 2, a_min=0, a_max=32))
+        y1, y2 = int(np.clip(r_y - r_h // 2, a_min=0, a_max=32)), int(np.clip(r_y + r_h // 2, a_min=0, a_max=32))
+        img = torch.randn(8, 3, 32, 32, generator=_gen(100 + seed))
+        want = img.clone(); want[:, :, x1:x2, y1:y2] = img[perm][:, :, x1:x2, y1:y2]      # da.py's indexing, its names
+        out, t = cutmix(img, torch.eye(8), 1.0, _gen(seed))
+        assert torch.equal(out, want)
+        lam_box = 1 - (x2 - x1) * (y2 - y1) / (32 * 32)
+        assert torch.allclose(t, lam_box * torch.eye(8) + (1 - lam_box) * torch.eye(8)[perm])
+
+
+def test_random_crop_paste_is_seeded_and_is_da_py():
+    x = torch.randn(128, 3, 32, 32, generator=_gen(7))
+    assert torch.equal(random_crop_paste(x, _gen(3)), random_crop_paste(x, _gen(3)))
+    assert not torch.equal(random_crop_paste(x, _gen(3)), random_crop_paste(x, _gen(4)))
+    fits = at_edge = 0
+    for seed in range(10):
+        d = crop_paste_draws(128, 32, 32, _gen(seed))
+        assert torch.allclose(crop_paste(x, d), crop_paste_reference(x, d), atol=1e-6)
+        fits += int(((d['py'] + d['fh'] <= 32) & (d['px'] + d['fw'] <= 32)).sum())
+        at_edge += int(((d['px'] + d['fw'] == 32) & (d['fw'] > 0)).sum())       # da.py's exclusive bound never pastes here
+        assert ((0 <= d['a']) & (d['a'] < 1)).all() and 0.3 < d['flip_patch'].mean() < 0.7 and 0.3 < d['flip_image'].mean() < 0.7
+    assert fits == 1280 and at_edge > 0
+    assert torch.equal(random_crop_paste(x[:0], _gen()), x[:0])
+
+
+def test_cifar_step_reads_nothing_back():
+    "On the meta device (shapes only) a read-back or a host copy fails: the CIFAR recipe's loss runs, so it makes none."
+    g = _gen()
+    x, y = torch.empty(6, 3, 32, 32, device='meta'), torch.empty(6, dtype=torch.long, device='meta')
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10)).to('meta')
+    task = AugmentedClassification(10, VISION_RECIPES['cifar10'], seed=0, black=torch.zeros(3))
+    loss = task.loss(net, (x, y))
+    assert loss.device.type == 'meta' and loss.shape == ()
+
+
+def test_lr_decays_to_the_papers_floor():
+    "App. C.3: warm-up to 1e-3, cosine down to 1e-5, for every dataset."
+    from relbook.harness import make_scheduler
+    cfg = vision_config(vision_protocol('smoke'), 1000)
+    assert cfg.lr == 1e-3 and abs(cfg.lr * cfg.min_lr_ratio - 1e-5) < 1e-18 and cfg.schedule == 'cosine'
+    assert (cfg.optimizer, cfg.betas, cfg.weight_decay) == ('adam', (0.9, 0.999), 5e-5)
+    opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
+    steps = 2 * 8
+    sched = make_scheduler(opt, cfg, steps)
+    lrs = [cfg.lr * sched.lr_lambdas[0](s) for s in range(steps + 1)]
+    assert abs(max(lrs) - 1e-3) < 1e-15 and abs(lrs[-1] - 1e-5) < 1e-15
+
+
+def test_vision_trial_refuses_rows_of_another_protocol():
+    "Rows of version 1 (cosine to 0; CIFAR as the paper's text) cannot be rerun by this code: they are history."
+    for bad in (VISION_VERSION - 1, True, str(VISION_VERSION), float(VISION_VERSION)):
+        with pytest.raises(ValueError, match=f"protocol must be {VISION_VERSION} \\(VISION_VERSION"):
+            vision_trial('ViT', 'digits', 0, protocol=bad)
+
+
+def test_the_sweep_marks_its_protocol_and_old_rows_are_not_current():
+    from relbook.campaign import intercept
+    from relbook.harness import trial_key
+    trials, _ = intercept('dat_vision', 'smoke')
+    assert trials and all(t['protocol'] == VISION_VERSION for t in trials)
+    old = {'model': trials[0]['model'], 'dataset': trials[0]['dataset'], 'seed': trials[0]['seed']}   # a stored row of version 1
+    assert trial_key(old) not in {trial_key(t) for t in trials}
+
+
+def test_cifar_trial_reports_the_end_of_training(tmp_path, monkeypatch):
+    "No validation part and no selection: the test accuracy of the last evaluation is the one reported."
+    _write_cifar10(tmp_path)
+    monkeypatch.setenv('RELBOOK_CIFAR', str(tmp_path))
+    out = vision_trial('ViT', 'cifar10', 0)
+    assert out['scored'] == 'end of training'
+    assert out['test_acc'] == out['curve'][-1][1] and out['curve'][-1][0] == vision_protocol('smoke').epochs

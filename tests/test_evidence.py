@@ -36,8 +36,17 @@ def test_direction_and_insufficient():
 
 
 def test_identical_results_are_inconclusive_not_a_verdict():
-    c = ev.compare([1.0, 1.0, 1.0], [1.0, 1.0, 1.0])
+    c = ev.compare([1.0, 1.0, 1.0], [1.0, 1.0, 1.0])          # no spread, 3 seeds: too few for the sign test that decides ties
+    assert (c.lo, c.hi, c.verdict) == (-math.inf, math.inf, 'inconclusive') and 'unbounded' in c.fmt()
+    c = ev.compare([1.0] * 6, [1.0] * 6)                        # 6 seeds: the point interval [0, 0], still no effect
     assert (c.lo, c.hi, c.verdict) == (0.0, 0.0, 'inconclusive')
+
+
+def test_tied_seeds_need_the_sign_test_not_a_point_interval():
+    "Three seeds with one identical difference are not certainty (review: a point interval judged them 'supports')."
+    assert ev.compare([0.51] * 3, [0.50] * 3, size=0.005).verdict == 'inconclusive'
+    assert ev.compare([0.51] * 6, [0.50] * 6, size=0.005).verdict == 'supports the paper'
+    assert ev.compare([0.6] * 3, [0.5] * 3, paired=False).verdict == 'inconclusive'       # permutation test, 3 vs 3: p = 0.1
 
 
 def test_welch_unpaired():

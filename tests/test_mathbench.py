@@ -60,7 +60,7 @@ def _rows(seeds, acc, ex=0.01):
 def test_claims_are_declared_and_judged_by_the_rule():
     ids = {'abstractor-math-vs-transformer', 'abstractor-math-vs-transformer-plus', 'tp-math-roles-help'}
     assert ids <= {k for k, c in CLAIMS.items() if c.chapter == '07_math_benchmark'}
-    better = lambda m, s: 0.5 + 0.05 * (m == 'Abstractor (d)') + 0.01 * s
+    better = lambda m, s: 0.5 + (0.05 + 0.004 * (-1) ** s) * (m == 'Abstractor (d)') + 0.01 * s   # a spread over seeds
     ev = CLAIMS['abstractor-math-vs-transformer'].evaluate(_rows(4, better))
     assert ev.comparison.verdict == 'supports the paper' and math.isclose(ev.comparison.effect, 0.05)
     assert CLAIMS['abstractor-math-vs-transformer-plus'].evaluate(_rows(1, better)).comparison.verdict == 'insufficient data'

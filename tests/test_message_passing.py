@@ -238,8 +238,8 @@ def test_recovery_claim_reads_one_boundary_per_seed():
     eps = [0.0, 0.1, 0.2, 0.3]
     rate = {1: [1.0, 0.0, 0.0, 0.0], 4: [1.0, 1.0, 0.75, 0.25]}                  # ε* = 0.05 at d/m = 1, 0.25 at d/m = 4
     rows = pd.DataFrame([dict(corruption=k, ratio=r, eps=e, seed=s, recovered=rate[r][i])
-                         for k in CORRUPTIONS for r in rate for i, e in enumerate(eps) for s in range(3)])
-    ev = CLAIMS['recovery-boundary-rises-aligned-errors'].evaluate(rows)
+                         for k in CORRUPTIONS for r in rate for i, e in enumerate(eps) for s in range(6)])
+    ev = CLAIMS['recovery-boundary-rises-aligned-errors'].evaluate(rows)        # 6 seeds, one boundary each: the sign test decides
     assert ev.comparison.verdict == 'supports the paper' and math.isclose(ev.comparison.effect, 0.2)
     assert ev.convergence_keys is False and ev.note == ''
     rows.loc[rows.ratio == 4, 'recovered'] = 1.0                                  # recovered everywhere: censored

@@ -216,7 +216,7 @@ def test_patches():
 # --- the experiment ------------------------------------------------------------------------------
 
 def test_rg_models_match_figure_2():
-    "Fig. 2's models: DAT 0 + 2 and 1 + 1 heads, d = 128, head dimension 64, d_r = 2, vs 2-head Transformers; the wide one has DAT's count."
+    "Fig. 2's models: DAT 0 + 2 and 1 + 1 heads, d = 128, head dimension 64, d_r = 2 (ours for 1 + 1), vs 2-head Transformers; the wide one has DAT's count."
     from relbook.relgames import RG_MAIN, RG_MODELS, RG_WIDE, rg_model
     from relbook.abstractor import count_params
     dat02, dat11, tf, wide = (rg_model(m) for m in RG_MAIN)
@@ -282,3 +282,50 @@ def test_dropout_control_pairs_with_the_learning_curves(monkeypatch):
     monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
     r = rg_trial('occurs', 64, RG_MAIN[0], 0, dropout='official')
     assert 0 <= r['test_acc'] <= 1
+
+
+@pytest.mark.parametrize('bad', [0, -3, 2.5, True])
+def test_budget_refuses_a_bad_training_size(bad):
+    "rg_epochs and rg_budget name n_train (0 divided by zero; rg_budget's NaN for an unknown profile must not swallow the error)."
+    from relbook.relgames import rg_budget, rg_epochs
+    for f in (rg_epochs, rg_budget):
+        with pytest.raises(ValueError, match='n_train must be a positive int'):
+            f(bad, 'quick')
+    assert rg_budget(1000, 'no such profile') != rg_budget(1000, 'no such profile')      # NaN: a profile this chapter does not know
+
+
+def test_ra_only_vs_mix_is_judged_as_equivalence():
+    """'Slightly better ... only marginal' is read as a gap within ±RG_MARGIN, as 'marginally' is for CoRelNet: a clear gap
+    larger than the margin contradicts it (a one-sided reading would call it support), a small one supports it."""
+    import pandas as pd
+    from relbook.evidence import CLAIMS
+    from relbook.relgames import RG_MAIN, RG_MARGIN
+    def rows(gap):
+        return pd.DataFrame([dict(task=t, model=m, n_train=1000, seed=s, ood_acc=0.5, best_step=10, profile='quick',
+                                  test_acc=0.7 + 0.01 * s + (gap + 0.002 * s) * (m == RG_MAIN[0]))
+                             for t in ('occurs', 'xoccurs') for m in RG_MAIN[:2] for s in range(3)])
+    c = CLAIMS['dat-relgames-ra-only-vs-mix']
+    wide, narrow = c.evaluate(rows(2 * RG_MARGIN)).comparison, c.evaluate(rows(RG_MARGIN / 5)).comparison
+    assert (wide.direction, wide.threshold) == (0, RG_MARGIN)
+    assert wide.verdict == 'contradicts the paper' and narrow.verdict == 'supports the paper'
+
+
+def test_judged_rows_postdate_the_initialisation_change():
+    """Every stored row that can judge a claim of this chapter (its sweep's current grid) finished after the W_r initialisation
+    change of chapter 12; the first H100 run, made before it, is history outside the grid."""
+    import json
+    from datetime import datetime
+    from pathlib import Path
+    from relbook.dat import INIT_CHANGE
+    from relbook.evidence import current_records
+    at = datetime.fromisoformat(INIT_CHANGE['at'])
+    results = Path(__file__).resolve().parents[1] / 'results'
+    for path in sorted(results.glob('relational_games-*.jsonl')) + sorted(results.glob('rg_dropout_control-*.jsonl')):
+        name, profile = path.stem.rsplit('-', 1)
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        judged = current_records(name, profile, rows)
+        assert all(datetime.fromisoformat(r['finished_at']) > at for r in judged), f"{path.name}: a judged row predates the change"
+    gpu = results / 'relational_games-gpu.jsonl'
+    rows = [json.loads(line) for line in gpu.read_text().splitlines() if line.strip()] if gpu.exists() else []
+    v1 = [r for r in rows if 'protocol' not in r['params']]
+    assert all(datetime.fromisoformat(r['finished_at']) < at for r in v1)          # what chapter 13 says of the first H100 run

@@ -451,3 +451,21 @@ def test_a_bad_interim_is_refused(bad):
     from relbook.campaign import campaign
     with pytest.raises(ValueError, match='interim must be a positive number'):
         campaign(['order_relation'], 'smoke', budget=10, out='unused.tar.gz', workers=2, interim=bad)
+
+
+def test_merge_refuses_a_store_with_a_bad_row_whole(tmp_path):
+    "A row without params, or one made at another profile than its store's, refuses its store whole: nothing half-merged."
+    from relbook.campaign import _write_archive, _add_bytes, merge
+    good = [json.dumps({'params': {'seed': s}, 'seed': s, 'profile': 'gpu'}) for s in range(2)]
+    for bad, why in ((json.dumps({'seed': 9}), "with its trial's params"),
+                     (json.dumps({'params': {'seed': 9}, 'profile': 'full'}), "made at profile 'full' in a 'gpu' store")):
+        arc = tmp_path / 'a.tar.gz'
+        _write_archive(arc, {'profile': 'gpu'}, lambda tar: _add_bytes(tar, 'rows/x-gpu.jsonl', ('\n'.join(good + [bad]) + '\n').encode()))
+        with pytest.raises(ValueError, match=why): merge(arc, tmp_path / 'home')
+        assert not (tmp_path / 'home' / 'x-gpu.jsonl').exists() or not (tmp_path / 'home' / 'x-gpu.jsonl').read_text().strip()
+    arc = tmp_path / 'b.tar.gz'                                           # a store named for another profile than the manifest's
+    _write_archive(arc, {'profile': 'gpu'}, lambda tar: _add_bytes(tar, 'rows/x-quick.jsonl', (good[0] + '\n').encode()))
+    with pytest.raises(ValueError, match='must be named <experiment>-gpu.jsonl'): merge(arc, tmp_path / 'home')
+    arc = tmp_path / 'c.tar.gz'                                           # and a clean one merges
+    _write_archive(arc, {'profile': 'gpu'}, lambda tar: _add_bytes(tar, 'rows/x-gpu.jsonl', ('\n'.join(good) + '\n').encode()))
+    assert merge(arc, tmp_path / 'home')['added'] == {'x-gpu.jsonl': 2}
