@@ -615,9 +615,22 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint, in
     return res
 
 # %% ../nbs/91_harness.ipynb #c022
+def _plain(x, where: str, strict: bool):
+    """`x` as plain JSON values, the one serialisation of keys and stored rows (so a trial keyed when run is found when read
+    back): numpy scalars as Python numbers, tuples and arrays as lists. Anything else raises (`strict`: a trial's identity
+    must be exact) or, in a result, is stored as its `str` with a warning naming the field (a computed result is not lost)."""
+    if x is None or isinstance(x, (bool, int, float, str)): return x
+    if isinstance(x, np.generic): return x.item()
+    if isinstance(x, dict): return {str(k): _plain(v, f'{where}.{k}', strict) for k, v in x.items()}
+    if isinstance(x, (list, tuple, np.ndarray)): return [_plain(v, f'{where}[{i}]', strict) for i, v in enumerate(list(x))]
+    if isinstance(x, torch.Tensor) and x.numel() == 1: return x.item()
+    if strict: raise ValueError(f"{where} must be a JSON value (number, string, bool, None, list, dict), got {type(x).__name__} {x!r}")
+    warnings.warn(f"{where}: a {type(x).__name__} is not a JSON value; stored as its str"); return str(x)
+
 def trial_key(params: dict) -> str:
     "Canonical identity of a trial: its parameters as sorted JSON."
-    return json.dumps(params, sort_keys=True, default=str)
+    if not isinstance(params, dict): raise ValueError(f"params must be a dict, got {type(params).__name__}")
+    return json.dumps(_plain(params, 'params', strict=True), sort_keys=True)
 
 class ResultsStore:
     "An append-only JSON-lines file of finished trials (with a CSV twin), keyed by trial parameters."
@@ -651,7 +664,7 @@ class ResultsStore:
         "Append a row in one write, after closing off a torn last line so this row stays whole."
         if not isinstance(row, dict) or not isinstance(row.get('params'), dict):
             raise ValueError(f"row must be a dict with a 'params' dict, got {str(row)[:80]!r}")
-        line = (json.dumps(row, default=float) + '\n').encode()
+        line = (json.dumps({**_plain(row, 'row', strict=False), 'params': _plain(row['params'], 'params', strict=True)}) + '\n').encode()
         with open(self.path, 'a+b') as f:                # appends always go to the end, also from other processes
             f.seek(0, os.SEEK_END)
             if f.tell() > 0:

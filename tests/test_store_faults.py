@@ -469,3 +469,19 @@ def test_merge_refuses_a_store_with_a_bad_row_whole(tmp_path):
     arc = tmp_path / 'c.tar.gz'                                           # and a clean one merges
     _write_archive(arc, {'profile': 'gpu'}, lambda tar: _add_bytes(tar, 'rows/x-gpu.jsonl', ('\n'.join(good) + '\n').encode()))
     assert merge(arc, tmp_path / 'home')['added'] == {'x-gpu.jsonl': 2}
+
+
+def test_keys_and_rows_share_one_serialisation(tmp_path):
+    "A numpy-int parameter is keyed as the int it reads back as (a rerun resumes); a bad parameter is refused before a trial runs."
+    import numpy as np
+    from relbook.harness import trial_key, ResultsStore
+    assert trial_key({'n': np.int64(10), 'lr': np.float32(0.5), 'dims': (1, 2)}) == trial_key({'n': 10, 'lr': 0.5, 'dims': [1, 2]})
+    with pytest.raises(ValueError, match=r'params.path must be a JSON value'): trial_key({'path': Path('/x')})
+    store = ResultsStore(tmp_path / 'x-quick.jsonl')
+    store.add({'n': np.int64(10)}, {'acc': np.float32(0.25), 'curve': np.array([1.0, 2.0])})
+    assert trial_key({'n': np.int64(10)}) in store.done()
+    row = store.rows()[0]
+    assert row['acc'] == 0.25 and row['curve'] == [1.0, 2.0]
+    with pytest.warns(UserWarning, match='row.where: a PosixPath is not a JSON value'):
+        store.add({'n': 11}, {'where': Path('/x')})               # a computed result is stored (as its str), not lost
+    assert store.rows()[-1]['where'] == '/x'
