@@ -5,7 +5,7 @@
 # %% ../nbs/03_abstractor.ipynb #c002
 from __future__ import annotations
 from dataclasses import dataclass, replace, field
-import math
+import math, numbers
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -13,12 +13,12 @@ from .core import check_shape, check_choice, check_positive, check_floating, che
 
 # %% auto #0
 __all__ = ['SIGMA_REL', 'SYMBOLS', 'ARCHITECTURES', 'WIRING', 'ABSTRACTOR_CLAIMS', 'ORDER_ABSTRACTOR', 'ABSTRACTOR_ORDER_MODELS',
-           'OFFICIAL_ORDER_STOP', 'MATH_TPLUS_D', 'check_sigma_rel', 'allowed_pairs', 'relative_table', 'rca_kernel',
-           'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LearnedSymbols', 'SinusoidalSymbols',
-           'PositionRelativeSymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm', 'EncoderLayer', 'Encoder',
-           'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor', 'DecoderLayer',
-           'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq', 'count_params',
-           'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment',
+           'OFFICIAL_ORDER_STOP', 'MATH_TPLUS_D', 'check_sigma_rel', 'check_count', 'allowed_pairs', 'relative_table',
+           'rca_kernel', 'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LearnedSymbols',
+           'SinusoidalSymbols', 'PositionRelativeSymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm',
+           'EncoderLayer', 'Encoder', 'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor',
+           'DecoderLayer', 'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq',
+           'count_params', 'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment',
            'abstractor_order_official_experiment', 'math_models']
 
 # %% ../nbs/03_abstractor.ipynb #c005
@@ -29,10 +29,17 @@ def check_sigma_rel(sigma_rel: str) -> str:
     sigma_rel = 'identity' if sigma_rel == 'linear' else sigma_rel
     return check_choice(sigma_rel, 'sigma_rel', SIGMA_REL)
 
+def check_count(value, name: str) -> int:
+    "Raise ValueError unless `value` is an int >= 0 (bools refused): a length that may be zero."
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    return value
+
 def allowed_pairs(n_q: int, n_k: int, *, causal: bool = False, diag_mask: bool = False,
                   key_padding_mask: torch.Tensor | None = None, device: torch.device | str | None = None) -> torch.Tensor | None:
     """Boolean (b|1, 1, n_q, n_k) mask of the pairs (i, j) that may exchange a message, or None for all; built on `device`
     (default: the key padding mask's, else the CPU), so that a model on a GPU copies nothing to it (a host sync) per forward."""
+    check_count(n_q, 'n_q'); check_count(n_k, 'n_k')
     allow = None
     if device is None: device = key_padding_mask.device if key_padding_mask is not None else 'cpu'
     if causal or diag_mask:
@@ -176,6 +183,7 @@ def rca_reference(rca: RelationalCrossAttention, x: torch.Tensor, symbols: torch
 # %% ../nbs/03_abstractor.ipynb #c018
 def sinusoidal(n: int, d: int, device: torch.device | str | None = None) -> torch.Tensor:
     "The sinusoidal position encoding PE[p, 2i] = sin(p/10000^(2i/d)), PE[p, 2i+1] = cos(…): (n, d), computed on `device`."
+    check_count(n, 'n'); check_positive(d, 'd')
     pos = torch.arange(n, dtype=torch.float32, device=device)[:, None]
     freq = torch.exp(-math.log(10000.0) * torch.arange(0, d, 2, dtype=torch.float32, device=device) / d)
     pe = torch.zeros(n, d, device=device)
@@ -191,7 +199,7 @@ class LearnedSymbols(nn.Module):
         self.s = nn.Parameter(torch.randn(max_len, d_model))
         self.register_buffer('pe', sinusoidal(max_len, d_model), persistent=False)
     def forward(self, n: int) -> torch.Tensor:
-        if n > len(self.s): raise ValueError(f"n must be <= max_len={len(self.s)}, got {n}")
+        if check_count(n, 'n') > len(self.s): raise ValueError(f"n must be <= max_len={len(self.s)}, got {n}")
         return self.s[:n] * math.sqrt(self.s.shape[1]) + self.pe[:n]       # (n, d)
 
 class SinusoidalSymbols(nn.Module):
@@ -211,7 +219,7 @@ class PositionRelativeSymbols(nn.Module):
         self.s = nn.Parameter(torch.randn(2 * max_len - 1, d_model))
         self.max_len = max_len
     def forward(self, n: int) -> torch.Tensor:
-        if n > self.max_len: raise ValueError(f"n must be <= max_len={self.max_len}, got {n}")
+        if check_count(n, 'n') > self.max_len: raise ValueError(f"n must be <= max_len={self.max_len}, got {n}")
         return self.s[self.max_len - n: self.max_len + n - 1]               # (2n-1, d), offset o at o+n-1
 
 SYMBOLS = {'learned': LearnedSymbols, 'sinusoidal': lambda max_len, d: SinusoidalSymbols(d),

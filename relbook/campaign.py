@@ -27,7 +27,7 @@ __all__ = ['PREPARERS', 'MISSING', 'GPU_RUNS', 'GPU_HOLD', 'CHECKS', 'USES', 'AR
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
     "A wall-clock budget in seconds from '24m', '90s', '1.5h' or a number of seconds."
-    if isinstance(text, (int, float)) and not isinstance(text, bool): return float(check_positive(text, 'budget', integer=False))
+    if isinstance(text, (int, float)) and not isinstance(text, bool): return float(check_positive(text, 'budget', integer=False, finite=True))
     m = re.fullmatch(r'\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*', str(text))
     if not m or float(m[1]) <= 0:
         raise ValueError(f"budget must look like '24m', '90s', '1.5h' or a positive number of seconds, got {text!r}")

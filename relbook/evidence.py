@@ -125,7 +125,11 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
             margin: float | None = None, ratio: bool = False, method: str = 't',
             level: float = LEVEL, n_boot: int = 10_000, seed: int = 0) -> Comparison:
     "Compare condition `a` with `b` (or a reference number) over seeds, in the direction the paper claims."
+    if isinstance(direction, bool): raise ValueError(f"direction must be one of (-1, 0, 1), got {direction!r}")
     check_choice(direction, 'direction', (-1, 0, 1)); check_choice(method, 'method', ('t', 'bootstrap'))
+    if margin is not None and not (isinstance(margin, (int, float)) and math.isfinite(margin)):
+        raise ValueError(f"margin must be a finite positive number, got {margin!r}")
+    if direction == 0 and size is not None: raise ValueError(f"size is a claimed effect; a claim of no difference (direction=0) has none, got size={size!r}")
     if not 0 < level < 1: raise ValueError(f"level must lie in (0, 1), got {level!r}")
     if direction == 0 and (margin is None or not margin > 0):
         raise ValueError(f"margin must be a positive number when direction=0 (a claim of no difference), got {margin!r}")
@@ -136,6 +140,7 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
         raise ValueError(f"size must be {'a ratio > 1' if ratio else 'a positive number'} (the paper's claimed effect in its direction), got {size!r}")
     a = _as_values(a, 'a')
     one_sample = isinstance(b, (int, float, np.number)) and not isinstance(b, bool)
+    if one_sample and not math.isfinite(b): raise ValueError(f"b must be a finite reference number, got {b!r}")
     b = pd.Series(float(b), index=a.index) if one_sample else _as_values(b, 'b')
     if ratio and ((a <= 0).any() or (b <= 0).any()): raise ValueError("ratio=True needs positive values in a and b")
     tr = np.log if ratio else (lambda v: v)               # ratios are compared on the log scale
@@ -171,6 +176,9 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
 # %% ../nbs/96_evidence.ipynb #c013
 def power(effect: float, sd: float, n: int, level: float = LEVEL) -> float:
     "Probability that `compare` (paired t) says 'supports the paper' when the true mean difference is `effect` > 0."
+    for v, name in ((effect, 'effect'), (sd, 'sd')):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v): raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if not sd > 0: raise ValueError(f"sd must be a positive per-seed standard deviation, got {sd!r}")
     if n < MIN_SEEDS: return 0.0
     crit = stats.t.ppf(0.5 + level / 2, n - 1)
     return float(stats.nct.sf(crit, n - 1, effect * math.sqrt(n) / sd))
@@ -205,6 +213,8 @@ def convergence(row: dict | pd.Series, best: str | None = None, budget: str | No
     `patience_converges=False`: a run that patience stopped counts as still improving (a task where runs were shown to leave a
     plateau that outlasts the patience). A string names a yes/no field of the row that decides it row by row (rows of two
     stopping rules side by side; a row without the field counts as False)."""
+    if isinstance(tail, bool) or not isinstance(tail, (int, float)) or not 0 < tail < 1:    # NaN fails the range too
+        raise ValueError(f"tail must be a fraction of the budget in (0, 1), got {tail!r}")
     row = dict(row)
     if isinstance(patience_converges, str): patience_converges = bool(_flag(row.get(patience_converges)))
     pairs = ((best, budget),) if best else _BEST_BUDGET

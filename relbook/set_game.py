@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_shape, check_choice, check_positive, results_dir
+from .core import by_profile, check_shape, check_choice, check_positive, check_finite, results_dir
 from .harness import Task, Classification, TrainConfig, fit, grid, run_sweep, experiment, subset
 from .relations import CoRelNet, mlp
 from .abstractor import AbstractorConfig, AbstractorClassifier
@@ -22,18 +22,19 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'RELATION_DIMS', 'CORELNETS', 'SECTION_1', 'SECTION_2',
            'SET_MIN_DELTA', 'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS',
-           'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'render_card', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN',
-           'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder',
-           'is_set', 'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key',
-           'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit',
-           'fit_triples', 'set_classification_trial', 'classification_trials', 'set_classification_experiment',
-           'mean_acc', 'official_triples', 'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets',
-           'leak_stats', 'set_sampling_trial', 'set_sampling_control_experiment', 'set_relation_dims_experiment',
-           'train_pair_classifiers', 'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials',
-           'set_modular_experiment', 'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor',
-           'OfficialModularAbstractor', 'transplant_pair_relation', 'pretrain_official_relations',
-           'official_modular_model', 'fit_modular', 'set_modular_official_trial', 'set_modular_official_experiment',
-           'freeze_control_model', 'set_modular_freeze_trial', 'set_modular_freeze_experiment']
+           'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'render_card', 'check_attrs', 'check_index', 'card_index', 'deck',
+           'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder',
+           'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples',
+           'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet',
+           'set_model', 'transplant_relation', 'set_fit', 'fit_triples', 'set_classification_trial',
+           'classification_trials', 'set_classification_experiment', 'mean_acc', 'official_triples',
+           'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial',
+           'set_sampling_control_experiment', 'set_relation_dims_experiment', 'train_pair_classifiers',
+           'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment',
+           'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor',
+           'transplant_pair_relation', 'pretrain_official_relations', 'official_modular_model', 'fit_modular',
+           'set_modular_official_trial', 'set_modular_official_experiment', 'freeze_control_model',
+           'set_modular_freeze_trial', 'set_modular_freeze_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -84,8 +85,25 @@ def render_card(color: str,                  # one of COLORS
     return img.reshape(H, ss, W, ss, 3).mean((1, 3)).astype(np.float32)   # (H, W, 3): average ss×ss blocks
 
 # %% ../nbs/04_set.ipynb #c008
+def check_attrs(attrs: torch.Tensor, name: str = 'attrs') -> torch.Tensor:
+    "Raise ValueError unless `attrs` is a tensor of attribute values, each 0, 1 or 2 (NaN, fractions, bools and other numbers refused)."
+    if not isinstance(attrs, torch.Tensor) or attrs.dtype == torch.bool or attrs.is_complex():
+        raise ValueError(f"{name} must be a tensor of attribute values in {{0, 1, 2}}, got {attrs.dtype if isinstance(attrs, torch.Tensor) else type(attrs).__name__}")
+    bad = ~((attrs == 0) | (attrs == 1) | (attrs == 2))                           # NaN is not equal to anything
+    if bad.any(): raise ValueError(f"{name} must hold attribute values in {{0, 1, 2}}, got {attrs[bad][0].item()!r}")
+    return attrs
+
+def check_index(value, name: str, n: int) -> int:
+    "Raise ValueError unless `value` is an int in 0 … n-1 (bools refused: True is not index 1)."
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+        raise ValueError(f"{name} must be one of {tuple(range(n))}, got {value!r}")
+    return int(value)
+
 def card_index(attrs: torch.Tensor) -> torch.Tensor:
     "Deck position of cards with attributes (…, 4) in {0,1,2}: 27·colour + 9·number + 3·shading + shape."
+    if not isinstance(attrs, torch.Tensor) or attrs.dim() < 1 or attrs.shape[-1] != 4:
+        raise ValueError(f"attrs must have shape (..., 4), got {tuple(attrs.shape) if isinstance(attrs, torch.Tensor) else type(attrs).__name__}")
+    check_attrs(attrs)
     return (attrs * torch.tensor([27, 9, 3, 1], device=attrs.device)).sum(-1)
 
 @functools.lru_cache(maxsize=2)
@@ -115,8 +133,8 @@ class EmbedderConfig:
 
     def __post_init__(self):
         for k in ('channels', 'd_hidden', 'd_embed', 'steps', 'batch_size'): check_positive(getattr(self, k), k)
-        for k in ('shift', 'zoom', 'jitter', 'noise'):
-            if getattr(self, k) < 0: raise ValueError(f"{k} must be >= 0, got {getattr(self, k)}")
+        check_positive(self.lr, 'lr', integer=False, finite=True)
+        for k in ('shift', 'zoom', 'jitter', 'noise'): check_finite(getattr(self, k), k, lo=0)
 
 # %% ../nbs/04_set.ipynb #c013
 class CardCNN(nn.Module):
@@ -223,6 +241,7 @@ def is_set(attrs: torch.Tensor) -> torch.Tensor:
     "SET labels (…,) of attribute triples (…, 3, 4): every attribute's three values sum to 0 mod 3."
     if not isinstance(attrs, torch.Tensor) or attrs.dim() < 2 or tuple(attrs.shape[-2:]) != (3, 4):
         raise ValueError(f"attrs must have shape (..., 3, 4), got {tuple(attrs.shape) if isinstance(attrs, torch.Tensor) else type(attrs).__name__}")
+    check_attrs(attrs)
     return (attrs.sum(-2) % 3 == 0).all(-1)
 
 def all_triples(n_cards: int = 81) -> torch.Tensor:
@@ -240,6 +259,10 @@ PERMS3 = torch.tensor(list(itertools.permutations(range(3))))   # (6, 3): the or
 
 def split_triples(seed: int, fractions: dict = TRIPLE_SPLIT) -> dict[str, dict[str, torch.Tensor]]:
     "Disjoint pools of unordered triples: {split: {'sets': (p, 3), 'non_sets': (q, 3)}}."
+    if not isinstance(fractions, dict) or not fractions: raise ValueError(f"fractions must be a non-empty dict {{split: share}}, got {fractions!r}")
+    for k, f in fractions.items():
+        if isinstance(f, bool) or not isinstance(f, (int, float, np.number)) or not 0 <= f <= 1:   # NaN fails 0 <= f
+            raise ValueError(f"fractions must be shares in [0, 1], got {k!r}: {f!r}")
     if abs(sum(fractions.values()) - 1) > 1e-9: raise ValueError(f"fractions must sum to 1, got {fractions}")
     g = torch.Generator().manual_seed(seed)
     T = all_triples()
@@ -296,7 +319,7 @@ PAIRS = ((0, 1), (0, 2), (1, 2))
 
 def set_bits(attrs: torch.Tensor) -> torch.Tensor:
     "Same/different bits (b, 12) of attribute triples (b, 3, 4): bit 3k + p = [pair p agrees in attribute k]."
-    check_shape(attrs, 'attrs', (None, 3, 4))
+    check_shape(attrs, 'attrs', (None, 3, 4)); check_attrs(attrs)
     same = torch.stack([attrs[:, i] == attrs[:, j] for i, j in PAIRS], -1)      # (b, 4, 3): attribute, pair
     return same.flatten(1).float()
 
@@ -316,7 +339,8 @@ def pair_data(attrs: torch.Tensor,          # (81, 4) deck attributes
               generator: torch.Generator | None = None
              ) -> tuple[torch.Tensor, torch.Tensor]:   # (n, 2) card indices, (n,) labels 1 = same value
     "Balanced same/different pairs of distinct cards for one attribute, each in a random order."
-    check_choice(attribute, 'attribute', range(4))
+    check_shape(attrs, 'attrs', (None, 4)); check_attrs(attrs)
+    check_index(attribute, 'attribute', 4)
     g = generator or torch.Generator().manual_seed(0)
     P = torch.combinations(torch.arange(len(attrs)), 2)                          # (3240, 2) unordered pairs
     same = attrs[P[:, 0], attribute] == attrs[P[:, 1], attribute]
@@ -362,7 +386,7 @@ def transplant_relation(src: AbstractorClassifier, dst: AbstractorClassifier, he
     if s.h != 1: raise ValueError(f"src must have 1 head, got {s.h}")
     if (s.d_in, s.d_k, s.symmetric) != (d.d_in, d.d_k, d.symmetric):
         raise ValueError(f"src and dst relations differ: (d_in, d_k, symmetric) {(s.d_in, s.d_k, s.symmetric)} vs {(d.d_in, d.d_k, d.symmetric)}")
-    check_choice(head, 'head', range(d.h))
+    check_index(head, 'head', d.h)
     rows = slice(head * d.d_k, (head + 1) * d.d_k)                                # head h = rows h·d_k:(h+1)·d_k
     with torch.no_grad():
         d.w_q.weight[rows] = s.w_q.weight
@@ -535,9 +559,10 @@ def set_classification_experiment() -> pd.DataFrame:
 
 # %% ../nbs/04_set.ipynb #c041
 def mean_acc(df: pd.DataFrame, model: str, n: int) -> tuple[float, float]:
-    "Mean test accuracy of `model` at `n_train = n` and its standard error."
+    "Mean test accuracy of `model` at `n_train = n` and its standard error; a NaN accuracy gives NaN (never skipped)."
     s = df[(df.model == model) & (df.n_train == n)].test_acc
-    return float(s.mean()), float(s.std(ddof=1) / math.sqrt(len(s))) if len(s) > 1 else 0.0
+    if s.empty: raise ValueError(f"df has no rows of model={model!r} at n_train={n!r}")
+    return float(s.mean(skipna=False)), float(s.std(ddof=1, skipna=False) / math.sqrt(len(s))) if len(s) > 1 else 0.0
 
 # %% ../nbs/04_set.ipynb #setctl-data
 OFFICIAL_SEQS = 10_000                       # num_seqs of the official create_set_classification_dataset
@@ -741,7 +766,7 @@ class OfficialModularAbstractor(nn.Module):
 
 def transplant_pair_relation(src: OfficialPairAbstractor, dst: OfficialModularAbstractor, head: int, freeze: bool = True) -> None:
     "Copy a pair model's Q and K (weights and biases) into head `head` of `dst`; frozen, as the official notebook does."
-    check_choice(head, 'head', range(len(dst.q)))
+    check_index(head, 'head', len(dst.q))
     if src.embedder is not dst.embedder: raise ValueError("src and dst must share one embedder (the official VectorEmbedder)")
     for a, b in ((src.q, dst.q[head]), (src.k, dst.k[head])):
         b.load_state_dict(a.state_dict()); b.requires_grad_(not freeze)

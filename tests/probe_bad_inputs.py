@@ -214,6 +214,61 @@ def _abstractor():
     add('abstractor', 'EncoderDecoder.generate: 1-D start', 'bad', lambda: s2s.generate(src, 3, tgt[:, 0]), 'start')
     add('abstractor', 'EncoderDecoder.generate: n_steps=2', 'valid', lambda: s2s.generate(src, 2, tgt[:, :1]).float())
     add('abstractor', 'rca_kernel: bad sigma_rel', 'bad', lambda: rca_kernel(*(torch.randn(1, 1, 2, 4),) * 3, sigma_rel='elu'), 'sigma_rel')
+    # review of chapters 3-4: lengths that went negative reached torch.arange (a bare RuntimeError) or a slice (a silent answer)
+    from relbook.abstractor import sinusoidal, allowed_pairs, LearnedSymbols, SinusoidalSymbols, PositionRelativeSymbols
+    add('abstractor', 'sinusoidal(n=-1)', 'bad', lambda: sinusoidal(-1, 8), 'n')
+    add('abstractor', 'sinusoidal(d=0)', 'bad', lambda: sinusoidal(3, 0), 'd')
+    add('abstractor', 'sinusoidal(n=0)', 'valid', lambda: sinusoidal(0, 8))
+    add('abstractor', 'allowed_pairs(n_q=-1)', 'bad', lambda: allowed_pairs(-1, 3, causal=True), 'n_q')
+    add('abstractor', 'allowed_pairs(n_k=-1), no mask', 'bad', lambda: allowed_pairs(3, -1), 'n_k')
+    add('abstractor', 'allowed_pairs(n_q=True)', 'bad', lambda: allowed_pairs(True, 3, causal=True), 'n_q')
+    for nm, mk_sym in (('LearnedSymbols', lambda: LearnedSymbols(4, 8)), ('SinusoidalSymbols', lambda: SinusoidalSymbols(8)),
+                       ('PositionRelativeSymbols', lambda: PositionRelativeSymbols(4, 8))):
+        add('abstractor', f'{nm}(n=-2)', 'bad', lambda mk_sym=mk_sym: mk_sym()(-2), 'n')
+        add('abstractor', f'{nm}(n=2.0)', 'bad', lambda mk_sym=mk_sym: mk_sym()(2.0), 'n')
+        add('abstractor', f'{nm}(n=0)', 'valid', lambda mk_sym=mk_sym: mk_sym()(0))
+
+
+# --- set_game (chapter 4) ------------------------------------------------------------------------
+def _set_game():
+    import pandas as pd
+    from dataclasses import replace
+    from relbook.abstractor import AbstractorClassifier
+    from relbook.set_game import (is_set, set_bits, card_index, mean_acc, EmbedderConfig, split_triples, transplant_relation,
+                                  pair_data, deck, set_model, SET_ABSTRACTOR, official_embedder, OfficialPairAbstractor,
+                                  OfficialModularAbstractor, transplant_pair_relation)
+    attrs = deck()[1]
+    A = attrs[torch.tensor([[0, 40, 80], [0, 1, 2]])]                                  # (2, 3, 4) attribute triples
+    def bad_value(v, dtype=None):
+        "A copy of A with one attribute value replaced by v."
+        a = A.to(dtype or (torch.float32 if isinstance(v, float) else A.dtype)).clone(); a[0, 2, 0] = v; return a
+    for nm, fn in (('is_set', is_set), ('set_bits', set_bits)):
+        for v in (nan, 5, -1, 0.5):
+            add('set_game', f'{nm}: attribute {v}', 'bad', lambda fn=fn, v=v: fn(bad_value(v)), 'attrs')
+        add('set_game', f'{nm}: bool attrs', 'bad', lambda fn=fn: fn(A > 0), 'attrs')
+        add('set_game', f'{nm}: valid triples', 'valid', lambda fn=fn: fn(A).float())
+    add('set_game', 'is_set: wrong shape', 'bad', lambda: is_set(A[:, :2]), 'attrs')
+    add('set_game', 'card_index: attribute 3', 'bad', lambda: card_index(torch.tensor([[3, 3, 3, 3]])), 'attrs')
+    add('set_game', 'card_index: attribute NaN', 'bad', lambda: card_index(torch.tensor([[nan, 0, 0, 0]])), 'attrs')
+    add('set_game', 'card_index: 3 attributes', 'bad', lambda: card_index(torch.tensor([[0, 0, 0]])), 'attrs')
+    add('set_game', 'card_index: the deck', 'valid', lambda: card_index(attrs).float())
+    df = pd.DataFrame({'model': ['A'] * 3, 'n_train': [10] * 3, 'test_acc': [0.5, nan, 0.7]})
+    add('set_game', 'mean_acc: a NaN accuracy', 'nan', lambda: torch.tensor(mean_acc(df, 'A', 10)), 'test_acc')
+    add('set_game', 'mean_acc: unknown model', 'bad', lambda: mean_acc(df, 'B', 10), 'model')
+    for k, v in (('lr', nan), ('lr', -1.0), ('lr', 0.0), ('lr', inf), ('shift', nan), ('zoom', -0.1), ('jitter', inf), ('noise', nan)):
+        add('set_game', f'EmbedderConfig({k}={v})', 'bad', lambda k=k, v=v: EmbedderConfig(**{k: v}), k)
+    for f in ({'train': 1.2, 'val': -0.2, 'test': 0.0}, {'train': nan, 'val': 0.5, 'test': 0.5}, {}, {'train': True, 'test': 0.0}):
+        add('set_game', f'split_triples(fractions={f})', 'bad', lambda f=f: split_triples(0, f), 'fractions')
+    one, four = AbstractorClassifier(64, 2, 2, replace(SET_ABSTRACTOR, n_heads=1)), set_model('Abstractor')
+    for h in (True, 1.0, -1, 4):
+        add('set_game', f'transplant_relation(head={h!r})', 'bad', lambda h=h: transplant_relation(one, four, h), 'head')
+    emb = official_embedder(0)
+    add('set_game', 'transplant_pair_relation(head=True)', 'bad',
+        lambda: transplant_pair_relation(OfficialPairAbstractor(emb), OfficialModularAbstractor(emb), True), 'head')
+    add('set_game', 'pair_data: NaN attributes', 'bad', lambda: pair_data(torch.full((81, 4), nan), 0, 10), 'attrs')
+    add('set_game', 'pair_data: attributes (81, 3)', 'bad', lambda: pair_data(attrs[:, :3], 0, 10), 'attrs')
+    add('set_game', 'pair_data(attribute=True)', 'bad', lambda: pair_data(attrs, True, 10), 'attribute')
+    add('set_game', 'pair_data: valid', 'valid', lambda: pair_data(attrs, 0, 10)[1].float())
 
 
 # --- tpr -----------------------------------------------------------------------------------------
@@ -432,7 +487,8 @@ def _cli(tree: str | None):
     add('cli', 'python -m relbook run --profile huge x', 'bad', expect_fail('-m', 'relbook', 'run', '--profile', 'huge', 'x'), 'profile')
 
 
-BUILDERS = {'core': _core, 'relations': _relations, 'abstractor': _abstractor, 'tpr': _tpr, 'clifford': _clifford,
+BUILDERS = {'core': _core, 'relations': _relations, 'abstractor': _abstractor, 'set_game': _set_game, 'tpr': _tpr,
+            'clifford': _clifford,
             'simplicial': _simplicial, 'dat': _dat, 'message_passing': _message_passing}
 
 def build(modules=None, cli: bool = True) -> list[Probe]:

@@ -14,7 +14,8 @@ CASES = list(itertools.product(SIGMA_REL, [False, True], [False, True], [False, 
 
 @pytest.mark.parametrize("sigma,symmetric,diag,causal,padding,relative", CASES)
 def test_fast_matches_reference(sigma, symmetric, diag, causal, padding, relative):
-    g = torch.Generator().manual_seed(hash((sigma, symmetric, diag, causal, padding, relative)) % 1000)
+    seed = CASES.index((sigma, symmetric, diag, causal, padding, relative))      # a fixed seed per case (hash() of a str is not)
+    g = torch.Generator().manual_seed(seed); torch.manual_seed(seed)                # inputs and the module's initial weights
     m = RelationalCrossAttention(4, 6, 2, d_k=3, d_v=5, sigma_rel=sigma, symmetric=symmetric, diag_mask=diag).double()
     x = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
     S = torch.randn(9 if relative else 5, 6, generator=g, dtype=torch.float64)
@@ -22,6 +23,19 @@ def test_fast_matches_reference(sigma, symmetric, diag, causal, padding, relativ
     fast = m(x, S, key_padding_mask=kpm, causal=causal, relative=relative)
     ref = rca_reference(m, x, S, key_padding_mask=kpm, causal=causal, relative=relative)
     torch.testing.assert_close(fast, ref, atol=1e-12, rtol=0)
+
+
+def test_negative_lengths_are_refused():
+    "Lengths below zero reached torch.arange (a RuntimeError that names nothing) or a slice (a silent, wrong answer)."
+    from relbook.abstractor import sinusoidal, LearnedSymbols, SinusoidalSymbols, PositionRelativeSymbols
+    with pytest.raises(ValueError, match='n must be an int >= 0, got -1'):
+        sinusoidal(-1, 8)
+    with pytest.raises(ValueError, match='n_q must be an int >= 0, got -1'):
+        allowed_pairs(-1, 3, causal=True)
+    for symbols in (LearnedSymbols(4, 8), SinusoidalSymbols(8), PositionRelativeSymbols(4, 8)):
+        with pytest.raises(ValueError, match='n must be an int >= 0, got -2'):
+            symbols(-2)
+        assert symbols(0).shape == (0, 8)                                       # n = 0 stays valid
 
 
 def test_per_batch_symbols_and_linear_alias():
@@ -142,12 +156,14 @@ def test_order_claims_are_declared_and_judge_toy_rows():
     assert ids == {c.id for c in ABSTRACTOR_CLAIMS}
     assert ids == {'abstractor-learns-order', 'abstractor-order-beats-asymmetric-corelnet', 'abstractor-order-beats-corelnet'}
     base = {'Abstractor': 0.70, 'CoRelNet': 0.55, 'CoRelNet (asym)': 0.65}
-    rows = pd.DataFrame([dict(model=m, n_train=n, seed=s, test_acc=a + n / 5000 + 0.01 * s, best_epoch=95.0 if m == 'CoRelNet' else 40.0, epochs=100)
+    spread = lambda m, s: 0.002 * s * (m == 'Abstractor')       # per-seed differences that are not all equal (a real spread)
+    rows = pd.DataFrame([dict(model=m, n_train=n, seed=s, test_acc=a + n / 5000 + 0.01 * s + spread(m, s),
+                              best_epoch=95.0 if m == 'CoRelNet' else 40.0, epochs=100)
                          for m, a in base.items() for n in (64, 512) for s in range(3)])
     learns = CLAIMS['abstractor-learns-order'].evaluate(rows)
     assert learns.comparison.verdict == 'supports the paper' and set(learns.rows.n_train) == {512}
     vs_asym = CLAIMS['abstractor-order-beats-asymmetric-corelnet'].evaluate(rows).comparison
-    assert vs_asym.verdict == 'supports the paper' and abs(vs_asym.effect - 0.05) < 1e-9     # mean over the sizes, paired
+    assert vs_asym.verdict == 'supports the paper' and abs(vs_asym.effect - 0.052) < 1e-9    # mean over the sizes, paired
     assert CLAIMS['abstractor-order-beats-corelnet'].evaluate(rows[rows.model != 'CoRelNet']).comparison is None
 
 

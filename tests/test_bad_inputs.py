@@ -29,7 +29,7 @@ def test_cli_probe(probe):
 
 def test_probe_table_covers_every_module():
     mods = {p.module for p in PROBES}
-    assert mods >= {'core', 'relations', 'abstractor', 'tpr', 'clifford', 'simplicial', 'dat', 'message_passing'}
+    assert mods >= {'core', 'relations', 'abstractor', 'set_game', 'tpr', 'clifford', 'simplicial', 'dat', 'message_passing'}
     assert len(PROBES) + len(CLI) >= 290
 
 

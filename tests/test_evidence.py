@@ -150,3 +150,14 @@ def test_rows_of_a_changed_protocol_judge_nothing(monkeypatch):
     j2 = ev.judge(c, 'smoke')
     assert j2.verdict == 'supports the paper' and j2.trials == 4, (j2.verdict, j2.trials)   # not 8 rows of two protocols
     assert len(h.store_for('toy_protocol', 'smoke').rows()) == 8                      # the history stays in the store
+
+
+def test_bad_arguments_of_the_rule_are_refused_by_name():
+    "NaN in is never a number out: a NaN tail never marks a trial converged, a non-positive sd has no power, an inf budget is no budget."
+    from relbook.campaign import parse_budget
+    for tail in (math.nan, 5, 0, True):
+        with pytest.raises(ValueError, match='tail must be a fraction'): ev.convergence({'best_step': 1, 'max_steps': 2}, tail=tail)
+    for sd in (-1.0, 0.0):
+        with pytest.raises(ValueError, match='sd must be a positive'): ev.power(0.5, sd, 5)
+    with pytest.raises(ValueError, match='effect must be a finite'): ev.seeds_for_power(math.nan, 1.0)
+    with pytest.raises(ValueError, match='budget must be a positive finite'): parse_budget(math.inf)

@@ -66,6 +66,19 @@ def test_is_set_matches_definition_and_counts():
         is_set(torch.zeros(3, 4, dtype=torch.long)[None, :2])
 
 
+@pytest.mark.parametrize('value', [float('nan'), 5, -1, 0.5])
+def test_attribute_values_outside_0_1_2_are_refused(value):
+    "is_set, set_bits, card_index and pair_data answered silently (False, zero bits, index 120, 'n must be <= 0') before."
+    A = deck()[1][torch.tensor([[0, 40, 80]])].to(torch.float32 if isinstance(value, float) else torch.long)
+    A[0, 2, 0] = value
+    for fn in (is_set, set_bits, lambda a: card_index(a[:, 2])):
+        with pytest.raises(ValueError, match=r'attrs must hold attribute values in \{0, 1, 2\}'):
+            fn(A)
+    deck_attrs = deck()[1].to(A.dtype); deck_attrs[5, 1] = value
+    with pytest.raises(ValueError, match=r'attrs must hold attribute values in \{0, 1, 2\}'):
+        pair_data(deck_attrs, 0, 10)
+
+
 def test_split_is_disjoint_and_complete():
     pools = split_triples(3)
     keys = torch.cat([unordered_key(p[k]) for p in pools.values() for k in ('sets', 'non_sets')])
@@ -77,6 +90,9 @@ def test_split_is_disjoint_and_complete():
     assert not torch.equal(split_triples(3)['test']['sets'], split_triples(4)['test']['sets'])
     with pytest.raises(ValueError, match='fractions must sum to 1'):
         split_triples(0, {'train': 0.5, 'test': 0.2})
+    for bad in ({'train': 1.2, 'val': -0.2, 'test': 0.0}, {'train': float('nan'), 'val': 0.5, 'test': 0.5}):   # summed to 1 (or NaN)
+        with pytest.raises(ValueError, match=r'fractions must be shares in \[0, 1\]'):
+            split_triples(0, bad)
 
 
 @pytest.mark.parametrize('n', [7, 1080, 5000])
@@ -182,6 +198,10 @@ def test_models_and_transplant():
         transplant_relation(asym, four, 0)
     with pytest.raises(ValueError, match='head must be one of'):
         transplant_relation(one, four, 4)
+    with pytest.raises(ValueError, match=r'head must be one of \(0, 1, 2, 3\), got True'):   # True == 1 passed before
+        transplant_relation(one, four, True)
+    with pytest.raises(ValueError, match='attribute must be one of'):
+        pair_data(deck()[1], True, 10)
 
 
 def test_cnn_augment_and_task():
@@ -196,8 +216,13 @@ def test_cnn_augment_and_task():
     assert attribute_bits(attrs).sum(-1).eq(4).all()
     m = AttributeBits().evaluate(cnn, (x, attrs))
     assert set(m) == {'loss', 'acc', 'attr_acc'} and 0 <= m['acc'] <= 1
-    with pytest.raises(ValueError, match='noise must be >= 0'):
+    with pytest.raises(ValueError, match='noise must be a finite number >= 0'):
         EmbedderConfig(noise=-1)
+    for k, v in (('lr', float('nan')), ('lr', -1.0), ('lr', 0.0)):
+        with pytest.raises(ValueError, match='lr must be a positive finite number'):
+            EmbedderConfig(**{k: v})
+    with pytest.raises(ValueError, match='shift must be a finite number >= 0'):
+        EmbedderConfig(shift=float('nan'))
 
 
 def test_embedder_training_learns_and_cache_is_used():
@@ -236,6 +261,10 @@ def test_mean_acc():
     m, se = mean_acc(df, 'A', 10)
     assert m == pytest.approx(0.6) and se == pytest.approx(0.1)
     assert mean_acc(df, 'A', 20) == (0.9, 0.0)
+    nan_row = pd.concat([df, pd.DataFrame({'model': ['A'], 'n_train': [10], 'test_acc': [float('nan')]})])
+    assert all(math.isnan(v) for v in mean_acc(nan_row, 'A', 10)), "NaN in must give NaN out, never a finite mean"
+    with pytest.raises(ValueError, match="no rows of model='C' at n_train=10"):
+        mean_acc(df, 'C', 10)
 
 
 def _rows(models, seeds, sizes, acc):
@@ -249,14 +278,16 @@ def test_claims_are_declared_once_and_judge_synthetic_rows():
     ours = {k: c for k, c in CLAIMS.items() if c.chapter == '04_set'}
     assert len(ours) == 11 and all(c.section.startswith('Experiment ') for c in ours.values())
     lift = {'Abstractor': 0.4, 'CoRelNet (no softmax, MLP readout)': 0.3}
-    rows = _rows(SET_MODELS, range(4), (250, 2000), lambda m, s, n: 0.5 + lift.get(m, 0) * (n == 2000) + 0.005 * s)
+    mlp_spread = lambda m, s: 0.002 * s * (m == 'CoRelNet (no softmax, MLP readout)')     # per-seed differences not all equal
+    rows = _rows(SET_MODELS, range(4), (250, 2000), lambda m, s, n: 0.5 + lift.get(m, 0) * (n == 2000) + 0.005 * s + mlp_spread(m, s))
     ev = {k: c.evaluate(rows) for k, c in ours.items() if c.experiments == ('set_classification',)}
     # the relation-dimension claim reads both sweeps' rows at the largest size: +0.45 reaches its size 0.4, +0.1 does not
     four = 'CoRelNet (no softmax, 4 relations)'
     for gain, size in ((0.45, 'reached'), (0.1, 'not reached')):
-        dims = _rows(('CoRelNet (no softmax)', four), range(4), (250, 2000), lambda m, s, n: 0.5 + gain * (m == four) + 0.005 * s)
+        dims = _rows(('CoRelNet (no softmax)', four), range(4), (250, 2000),
+                     lambda m, s, n: 0.5 + (gain + 0.002 * s) * (m == four) + 0.005 * s)     # gain + 0.003 on average over the seeds
         c = ours['set-more-dimensions-rescue-corelnet'].evaluate(dims).comparison
-        assert c.verdict == 'supports the paper' and c.size == size and c.effect == pytest.approx(gain)
+        assert c.verdict == 'supports the paper' and c.size == size and c.effect == pytest.approx(gain + 0.003)
     assert ev['set-abstractor-learns'].comparison.verdict == 'supports the paper'           # 0.9 at 2000 triples
     assert ev['set-abstractor-learns'].comparison.effect == pytest.approx(0.4075)
     assert ev['set-abstractor-beats-corelnet'].comparison.effect == pytest.approx(0.2)      # mean over both sizes
@@ -270,7 +301,7 @@ def test_claims_are_declared_once_and_judge_synthetic_rows():
     # the official model's claim reads both sweeps' rows: within ±0.05 of the symbolic MLP over 4 seeds, and 0.1 below it
     off = sg.OFFICIAL_MODULAR[0]
     for lag, verdict in ((0.02, 'supports the paper'), (0.1, 'contradicts the paper')):
-        rows = _rows(('Symbolic MLP', off), range(4), (100, 1000), lambda m, s, n: 0.99 - lag * (m == off) + 0.002 * s)
+        rows = _rows(('Symbolic MLP', off), range(4), (100, 1000), lambda m, s, n: 0.99 - (lag - 0.001 * s) * (m == off) + 0.002 * s)
         assert ours['set-official-modular-near-symbolic'].evaluate(rows).comparison.verdict == verdict
 
 
