@@ -359,6 +359,8 @@ class AugmentedClassification(Classification):
         if self.recipe.pad_black and black is None: raise ValueError("black must be given (per channel) for a recipe that pads with black")
         self.black, self._black_on = black, None
         self.gen = torch.Generator().manual_seed(seed)
+    def state_dict(self) -> dict: return {'gen': self.gen.get_state()}        # a resumed fit continues the draws, not restarts them
+    def load_state_dict(self, state: dict) -> None: self.gen.set_state(state['gen'])
     def loss(self, model, batch):
         x, y = batch                       # augmented where they are: the draws come from the CPU generator, nothing is read back
         if self.black is not None and (self._black_on is None or self._black_on.device != x.device):

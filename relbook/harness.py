@@ -83,6 +83,10 @@ def eval_batches(model: nn.Module, data: Sequence[torch.Tensor], batch_size: int
 class Task:
     "A training objective: `loss(model, batch)` and `evaluate(model, data) -> dict` (always with 'loss')."
     def loss(self, model: nn.Module, batch: tuple) -> torch.Tensor: raise NotImplementedError
+    def state_dict(self) -> dict:
+        "The task's own training state (e.g. an augmentation generator), saved in a fit's checkpoint: a resumed fit continues it."
+        return {}
+    def load_state_dict(self, state: dict) -> None: pass
     def batch_metrics(self, model: nn.Module, batch: tuple) -> tuple[dict[str, float], int]:
         "Sums of the metrics over the batch, and the count each sum is divided by."
         raise NotImplementedError
@@ -375,9 +379,11 @@ def _set_rng_states(s: dict, device: torch.device) -> None:
     torch.set_rng_state(s['torch'].cpu()); np.random.set_state(s['numpy']); random.setstate(s['python'])
     if device.type == 'cuda' and 'cuda' in s: torch.cuda.set_rng_state(s['cuda'].cpu(), device)
 
-def _save_ckpt(path, model, opt, gen, state, device):
-    "Everything a resumed fit needs to continue as if never stopped: weights, optimiser, schedule, RNGs, place in the epoch."
+def _save_ckpt(path, model, opt, gen, state, device, task=None):
+    """Everything a resumed fit needs to continue as if never stopped: weights, optimiser, schedule, RNGs, place in the epoch,
+    and the task's own state (its augmentation draws)."""
     blob = {'model': model.state_dict(), 'opt': opt.state_dict(), 'gen': gen.get_state(), 'rng': _rng_states(device), **state}
+    if task is not None and (ts := task.state_dict()): blob['task'] = ts
     atomic_write(path, lambda tmp: torch.save(blob, tmp))
 
 def _fit_id(model, train, cfg) -> str:
@@ -556,6 +562,7 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint, in
         model.load_state_dict(saved.pop('model')); opt.load_state_dict(saved.pop('opt')); gen.set_state(saved.pop('gen'))
         sched.load_state_dict(saved.pop('sched'))
         if 'rng' in saved: _set_rng_states(saved.pop('rng'), device)
+        if 'task' in saved: task.load_state_dict(saved.pop('task'))   # a checkpoint from before tasks kept state: the task starts afresh
         st.update(saved)
         if st['ref'] is None: st['ref'] = st['best_score']       # a checkpoint from before min_delta: patience counted from the best
     here, last = device_name(device), (st['devices'] or [None])[-1]
@@ -563,7 +570,7 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint, in
     elif last != here: st['devices'].append(here)             # resumed on another device: both
     t0, last_save, on_dev, graph = time.perf_counter(), time.perf_counter(), None, None   # on_dev: this epoch's order on the device
     run_sum = torch.tensor(st['run_sum'], dtype=torch.float64, device=device)   # summed on the device: no host sync per step
-    save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict(), **_trial_elapsed()}, device)
+    save = lambda: _save_ckpt(ckpt, model, opt, gen, {**st, 'run_sum': float(run_sum), 'sched': sched.state_dict(), **_trial_elapsed()}, device, task)
     bar = tqdm(total=max_steps, initial=st['step'], desc='fit', leave=False, disable=not _progress_enabled(progress))
     while st['step'] < max_steps and not st['stopped_early']:
         if st['order'] is None: st['order'], st['pos'], on_dev = torch.randperm(n, generator=gen), 0, None   # a new epoch

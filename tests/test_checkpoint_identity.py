@@ -73,3 +73,26 @@ def test_the_id_ignores_what_changes_no_step():
     assert a == H._fit_id(net, data, replace(CFG, checkpoint_secs=5.0, eval_batch_size=7))
     assert a != H._fit_id(net, data, replace(CFG, lr=1e-3))
     assert a != H._fit_id(net, _data(101), CFG)
+
+
+class _Noisy(H.Classification):
+    "A task with its own random draws (as an augmentation): its generator must travel in the checkpoint."
+    def __init__(self): self.gen = torch.Generator().manual_seed(5)
+    def loss(self, model, batch):
+        x, y = batch
+        return super().loss(model, (x + 0.5 * torch.randn(x.shape, generator=self.gen), y))
+    def state_dict(self): return {'gen': self.gen.get_state()}
+    def load_state_dict(self, s): self.gen.set_state(s['gen'])
+
+
+def test_a_resumed_fit_continues_its_tasks_draws(monkeypatch, tmp_path):
+    "The task's augmentation generator is checkpointed: the resumed fit equals the uninterrupted one (it restarted the draws)."
+    ck = tmp_path / 'trial.pt'
+    monkeypatch.setenv('RELBOOK_DEADLINE', '1')
+    with pytest.raises(H.BudgetExhausted): H.fit(_net(), _Noisy(), _data(100), None, CFG, progress=False, checkpoint=ck)
+    monkeypatch.delenv('RELBOOK_DEADLINE')
+    assert 'task' in torch.load(ck, weights_only=False)
+    resumed, whole = _net(), _net()
+    H.fit(resumed, _Noisy(), _data(100), None, CFG, progress=False, checkpoint=ck)
+    H.fit(whole, _Noisy(), _data(100), None, CFG, progress=False, checkpoint=None)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(resumed.parameters(), whole.parameters()))
