@@ -9,7 +9,7 @@ import pandas as pd
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
-from .core import PROFILES, check_choice, check_positive, results_dir, provenance, loaded_code, get_device, atomic_write
+from .core import PROFILES, check_choice, check_positive, results_dir, provenance, loaded_code, get_device, atomic_write, committed_source_hash
 from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_experiments, run_experiment,
                              store_for, time_budget, trial_key)
 
@@ -327,8 +327,24 @@ def _member_rows(name: str, data: bytes, profile: str) -> list[dict]:
             raise ValueError(f"{name}, line {i}: a result row must be a JSON object with its trial's params; nothing of this store was merged")
         if row.get('profile', profile) != profile:
             raise ValueError(f"{name}, line {i}: a row made at profile {row['profile']!r} in a {profile!r} store; nothing of this store was merged")
-        rows.append(row)
+        rows.append(_source_checked(row))
     return rows
+
+_COMMITTED: dict[str, str | None] = {}
+
+def _source_checked(row: dict) -> dict:
+    """A GPU row names its commit through `$RELBOOK_GIT_SHA` (the copy that travels has no .git, and may carry uncommitted
+    edits): where its `source_sha` is not the source committed at that commit, it is marked '+dirty', as a row made from a
+    modified tree at home is (kept, with a warning: a result is not thrown away)."""
+    sha, src = str(row.get('git_sha', '')), row.get('source_sha')
+    if not src or not sha or sha.endswith('+dirty') or sha == 'unknown': return row
+    if sha not in _COMMITTED: _COMMITTED[sha] = committed_source_hash(sha)
+    want = _COMMITTED[sha]
+    if want is None: warnings.warn(f"commit {sha} is not in this checkout: the source of its rows cannot be checked")
+    elif want != src:
+        warnings.warn(f"a row of commit {sha} was made from other source ({src}, the commit's is {want}): marked {sha}+dirty")
+        return {**row, 'git_sha': sha + '+dirty'}
+    return row
 
 def merge(archive: str | Path, results: str | Path | None = None) -> dict:
     """Fold a campaign (or carried) archive into the results folder: new rows appended without duplicates, checkpoints

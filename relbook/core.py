@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_core.ipynb #c002
 from __future__ import annotations
-import hashlib, os, random, subprocess, tempfile, contextlib, platform
+import hashlib, os, random, re, subprocess, tempfile, contextlib, platform
 from pathlib import Path
 from typing import Any, Sequence
 import numpy as np
@@ -12,10 +12,10 @@ import torch
 
 # %% auto #0
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
-           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'cpu_model', 'to_device',
-           'cuda_graphs_on', 'device_name', 'loaded_code', 'provenance', 'check_shape', 'check_choice', 'check_seed',
-           'check_version', 'check_positive', 'check_dtype', 'check_floating', 'check_finite', 'tag_id_range',
-           'check_ids']
+           'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'committed_source_hash',
+           'cpu_model', 'to_device', 'cuda_graphs_on', 'device_name', 'loaded_code', 'provenance', 'check_shape',
+           'check_choice', 'check_seed', 'check_version', 'check_positive', 'check_dtype', 'check_floating',
+           'check_finite', 'tag_id_range', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -126,6 +126,21 @@ def source_hash(root: str | Path | None = None) -> str:
     for p in sorted(Path(root or Path(relbook.__file__).parent).glob('*.py')):
         h.update(p.name.encode()); h.update(p.read_bytes())
     return h.hexdigest()[:12]
+
+def committed_source_hash(commit: str, root: str | Path | None = None) -> str | None:
+    """`source_hash` of the package as committed at `commit`, read from git (None where git or the commit is not at hand):
+    what a row made at that commit from a clean tree records, so that a row whose `source_sha` differs came from a modified
+    tree even where its commit was passed in (`$RELBOOK_GIT_SHA`, a copy without .git that may carry uncommitted edits)."""
+    root = Path(root) if root else repo_root()
+    if root is None or not re.fullmatch(r'[0-9a-f]{4,40}', commit or ''): return None
+    def git(*args) -> bytes:
+        return subprocess.run(['git', *args], cwd=root, capture_output=True, timeout=30, check=True).stdout
+    try: names = sorted(n for n in git('ls-tree', '--name-only', commit, 'relbook/').decode().split() if n.endswith('.py'))
+    except (OSError, subprocess.SubprocessError): return None
+    h = hashlib.sha256()
+    for n in names:                                    # the same order and bytes as source_hash: sorted *.py of the package folder
+        h.update(Path(n).name.encode()); h.update(git('show', f'{commit}:{n}'))
+    return h.hexdigest()[:12] if names else None
 
 def cpu_model() -> str:
     """The host CPU: its model name and the instruction set torch's CPU kernels dispatch to (e.g. 'AVX512'). Two CPUs can

@@ -485,3 +485,37 @@ def test_keys_and_rows_share_one_serialisation(tmp_path):
     with pytest.warns(UserWarning, match='row.where: a PosixPath is not a JSON value'):
         store.add({'n': 11}, {'where': Path('/x')})               # a computed result is stored (as its str), not lost
     assert store.rows()[-1]['where'] == '/x'
+
+
+def test_merge_marks_a_row_whose_source_is_not_its_commits(tmp_path):
+    "A GPU row names its commit by $RELBOOK_GIT_SHA; made from other source than that commit's, it comes home marked +dirty."
+    import subprocess
+    from relbook.core import committed_source_hash, repo_root
+    from relbook.campaign import _write_archive, _add_bytes, merge
+    head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=repo_root(), capture_output=True, text=True).stdout.strip()
+    want = committed_source_hash(head)
+    if want is None: pytest.skip('no git history here')
+    rows = [{'params': {'seed': 0}, 'git_sha': head, 'source_sha': want}, {'params': {'seed': 1}, 'git_sha': head, 'source_sha': 'f' * 12}]
+    arc = tmp_path / 'a.tar.gz'
+    _write_archive(arc, {'profile': 'gpu'}, lambda tar: _add_bytes(tar, 'rows/x-gpu.jsonl', ''.join(json.dumps(r) + '\n' for r in rows).encode()))
+    with pytest.warns(UserWarning, match=r'marked .*\+dirty'): merge(arc, tmp_path / 'home')
+    got = {r['seed'] if 'seed' in r else r['params']['seed']: r['git_sha'] for r in ResultsStore(tmp_path / 'home' / 'x-gpu.jsonl').rows()}
+    assert got == {0: head, 1: head + '+dirty'}
+
+
+def test_stored_rows_were_made_from_the_source_of_their_commit():
+    "Every committed row that names a clean commit and a source hash was made from that commit's package source."
+    import glob
+    from relbook.core import committed_source_hash, repo_root
+    bad, unchecked, memo = [], set(), {}
+    for path in sorted(glob.glob(str(repo_root() / 'results' / '*.jsonl'))):
+        for line in open(path):
+            if not line.strip(): continue
+            r = json.loads(line)
+            sha, src = str(r.get('git_sha', '')), r.get('source_sha')
+            if not src or not sha or sha.endswith('+dirty') or sha == 'unknown': continue
+            if sha not in memo: memo[sha] = committed_source_hash(sha)
+            if memo[sha] is None: unchecked.add(sha)
+            elif memo[sha] != src: bad.append((Path(path).name, sha, src, memo[sha]))
+    if memo and len(unchecked) == len(memo): pytest.skip('no git history here')
+    assert not bad, bad[:5]
