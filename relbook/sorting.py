@@ -43,6 +43,7 @@ class SortingObjects:
 
 def sorting_objects(seed: int, permute_primary: bool = False) -> SortingObjects:
     "The 48 objects of seed `seed`; with `permute_primary`, the pre-training order (𝒜 permuted, never the identity)."
+    check_seed(seed)
     g = torch.Generator().manual_seed(seed)
     A, B = torch.randn(N_A, D_A, generator=g), torch.randn(N_B, D_B, generator=g)
     objects = torch.cat([A.repeat_interleave(N_B, 0), B.repeat(N_A, 1)], 1)           # (48, 12)
@@ -56,6 +57,7 @@ def sorting_objects(seed: int, permute_primary: bool = False) -> SortingObjects:
 # %% ../nbs/05_object_sorting.ipynb #c006
 def sample_sequences(n: int, generator: torch.Generator, exclude: set | None = None) -> torch.Tensor:
     "n distinct sequences of SEQ_LEN distinct object ids (n, 10), none of them in `exclude` (updated)."
+    check_seed(n, 'n')                                  # a count >= 0 (a negative n returned no rows, silently)
     exclude = set() if exclude is None else exclude
     out = []
     while len(out) < n:
@@ -157,6 +159,7 @@ class SortingProtocol:
 
     def max_steps(self, n_train: int) -> int:
         "The step budget of a training run on `n_train` sequences."
+        check_positive(n_train, 'n_train')
         return max(self.max_epochs * math.ceil(n_train / self.batch_size), self.min_steps)
 
 def sorting_protocol(profile: str | None = None) -> SortingProtocol:
@@ -312,6 +315,7 @@ def size_to_reach(sizes, values, level: float) -> float | None:
     sizes, values = [float(x) for x in sizes], [float(v) for v in values]
     if len(sizes) != len(values) or not sizes: raise ValueError(f"sizes and values must be non-empty and of equal length, got {len(sizes)} and {len(values)}")
     if not all(math.isfinite(n) and n > 0 for n in sizes): raise ValueError(f"sizes must be positive finite numbers (log size), got {sizes}")
+    if not all(math.isfinite(v) for v in values): raise ValueError(f"values must be finite accuracies (a missing one is not 'not reached'), got {values}")
     if any(b <= a for a, b in zip(sizes, sizes[1:])): raise ValueError("sizes must be strictly increasing")
     for i, v in enumerate(values):
         if v >= level:
@@ -735,6 +739,7 @@ ROBUST_LEVELS = {'additive': [0.0, 0.1, 0.25, 0.5, 1.0, 2.0], 'linear': [0.1, 0.
 
 def random_orthogonal(d: int, generator: torch.Generator, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     "A Haar-distributed d×d orthogonal matrix: QR of a Gaussian matrix, with the signs of R's diagonal moved into Q."
+    check_positive(d, 'd')
     q, r = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=dtype))
     return q * torch.sign(torch.diagonal(r)).where(torch.diagonal(r) != 0, torch.ones((), dtype=dtype))
 
@@ -742,7 +747,9 @@ def corrupt_objects(objects: torch.Tensor, kind: str, sigma: float, generator: t
     """Corrupt the objects (48, 12): additive noise o + ε, ε ~ N(0, σ²I); a random linear map Φo, Φ_ij ~ N(0, σ²); or
     (official code) a random orthogonal map ((1 − σ)I + σB)o, B Haar-orthogonal — σ plays the role of α there."""
     check_choice(kind, 'kind', tuple(ROBUST_LEVELS))
-    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma >= 0): raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    try: ok = not isinstance(sigma, (bool, str)) and math.isfinite(sigma := float(sigma)) and sigma >= 0   # numpy floats too
+    except (TypeError, ValueError): ok = False
+    if not ok: raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
     if kind == 'orthogonal' and sigma > 1: raise ValueError(f"sigma (the mixing weight α) must be <= 1 for 'orthogonal', got {sigma}")
     d = objects.shape[1]
     if kind == 'additive': return objects + sigma * torch.randn(objects.shape, generator=generator)

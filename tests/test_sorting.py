@@ -381,3 +381,16 @@ def test_adam_eps_trial_reads_the_optimizer_at_its_marks(monkeypatch):
     assert all(isinstance(p, list) for p in r['top_params']) and len(r['val_acc']) == len(r['marks'])
     with pytest.raises(ValueError, match='opt must be a torch.optim.Adam'):
         adam_eps_effect(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1), 1e-7)
+
+
+def test_more_bad_inputs_are_refused_by_name():
+    "Review leftovers: negative counts and seeds, a bool or NaN sigma, d = 0, a NaN accuracy on a learning curve."
+    import numpy as np, torch
+    from relbook.sorting import corrupt_objects, random_orthogonal, sorting_objects, sample_sequences, size_to_reach, sorting_protocol
+    g, o = torch.Generator().manual_seed(0), torch.randn(48, 12)
+    assert corrupt_objects(o, 'additive', np.float32(0.1), g).shape == (48, 12)      # a numpy float is a number
+    for f, args, msg in ((corrupt_objects, (o, 'additive', True, g), 'sigma must be'), (corrupt_objects, (o, 'linear', float('nan'), g), 'sigma must be'),
+                         (random_orthogonal, (0, g), 'd must be'), (sorting_objects, (-1,), 'seed must be'),
+                         (sample_sequences, (-3, g), 'n must be'), (size_to_reach, ([1, 2], [0.5, float('nan')], 0.9), 'values must be finite'),
+                         (sorting_protocol('quick').max_steps, (0,), 'n_train must be')):
+        with pytest.raises(ValueError, match=msg): f(*args)
