@@ -108,7 +108,7 @@ for _other, _id in (('positional', 'positional'), ('position-relative', 'relativ
           paper_value='no comparison shown: the paper chose symbolic attention for language and states no result of the alternatives', metric=_LM_METRIC,
           comparison=f'DAT − DAT ({_other} symbols), paired by seed',
           evaluate=model_vs('val_loss', 'DAT', f'DAT ({_other} symbols)', mode='min', direction=-1), **_DAT,
-          profiles=('quick', 'gpu'))
+          profiles=('quick', 'gpu'), stated=False)
 
 # %% ../nbs/14_dat_experiments.ipynb #c005
 # Table 2: (d_model, encoder n_sa, encoder n_ra, decoder n_sa, decoder n_ra)
