@@ -127,7 +127,7 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
     "Compare condition `a` with `b` (or a reference number) over seeds, in the direction the paper claims."
     if isinstance(direction, bool): raise ValueError(f"direction must be one of (-1, 0, 1), got {direction!r}")
     check_choice(direction, 'direction', (-1, 0, 1)); check_choice(method, 'method', ('t', 'bootstrap'))
-    if margin is not None and not (isinstance(margin, (int, float)) and math.isfinite(margin)):
+    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float, np.number)) or not math.isfinite(margin)):
         raise ValueError(f"margin must be a finite positive number, got {margin!r}")
     if direction == 0 and size is not None: raise ValueError(f"size is a claimed effect; a claim of no difference (direction=0) has none, got size={size!r}")
     if not 0 < level < 1: raise ValueError(f"level must lie in (0, 1), got {level!r}")
@@ -177,7 +177,7 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
 def power(effect: float, sd: float, n: int, level: float = LEVEL) -> float:
     "Probability that `compare` (paired t) says 'supports the paper' when the true mean difference is `effect` > 0."
     for v, name in ((effect, 'effect'), (sd, 'sd')):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v): raise ValueError(f"{name} must be a finite number, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not math.isfinite(v): raise ValueError(f"{name} must be a finite number, got {v!r}")
     if not sd > 0: raise ValueError(f"sd must be a positive per-seed standard deviation, got {sd!r}")
     if n < MIN_SEEDS: return 0.0
     crit = stats.t.ppf(0.5 + level / 2, n - 1)
@@ -213,7 +213,7 @@ def convergence(row: dict | pd.Series, best: str | None = None, budget: str | No
     `patience_converges=False`: a run that patience stopped counts as still improving (a task where runs were shown to leave a
     plateau that outlasts the patience). A string names a yes/no field of the row that decides it row by row (rows of two
     stopping rules side by side; a row without the field counts as False)."""
-    if isinstance(tail, bool) or not isinstance(tail, (int, float)) or not 0 < tail < 1:    # NaN fails the range too
+    if isinstance(tail, bool) or not isinstance(tail, (int, float, np.number)) or not 0 < tail < 1:    # NaN fails the range too
         raise ValueError(f"tail must be a fraction of the budget in (0, 1), got {tail!r}")
     row = dict(row)
     if isinstance(patience_converges, str): patience_converges = bool(_flag(row.get(patience_converges)))
