@@ -5,20 +5,20 @@
 # %% ../nbs/03_abstractor.ipynb #c002
 from __future__ import annotations
 from dataclasses import dataclass, replace, field
-import math, numbers
+import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import check_shape, check_choice, check_positive, check_floating, check_ids
+from .core import check_shape, check_choice, check_positive, check_floating, check_ids, check_count
 
 # %% auto #0
 __all__ = ['SIGMA_REL', 'SYMBOLS', 'ARCHITECTURES', 'WIRING', 'ABSTRACTOR_CLAIMS', 'ORDER_ABSTRACTOR', 'ABSTRACTOR_ORDER_MODELS',
-           'OFFICIAL_ORDER_STOP', 'MATH_TPLUS_D', 'check_sigma_rel', 'check_count', 'allowed_pairs', 'relative_table',
-           'rca_kernel', 'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LearnedSymbols',
-           'SinusoidalSymbols', 'PositionRelativeSymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm',
-           'EncoderLayer', 'Encoder', 'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor',
-           'DecoderLayer', 'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq',
-           'count_params', 'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment',
+           'OFFICIAL_ORDER_STOP', 'MATH_TPLUS_D', 'check_sigma_rel', 'allowed_pairs', 'relative_table', 'rca_kernel',
+           'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LearnedSymbols', 'SinusoidalSymbols',
+           'PositionRelativeSymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm', 'EncoderLayer', 'Encoder',
+           'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor', 'DecoderLayer',
+           'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq', 'count_params',
+           'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment',
            'abstractor_order_official_experiment', 'math_models']
 
 # %% ../nbs/03_abstractor.ipynb #c005
@@ -28,12 +28,6 @@ def check_sigma_rel(sigma_rel: str) -> str:
     "The canonical name of a relation activation (`'linear'` is an alias of `'identity'`)."
     sigma_rel = 'identity' if sigma_rel == 'linear' else sigma_rel
     return check_choice(sigma_rel, 'sigma_rel', SIGMA_REL)
-
-def check_count(value, name: str) -> int:
-    "Raise ValueError unless `value` is an int >= 0 (bools refused): a length that may be zero."
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    return value
 
 def allowed_pairs(n_q: int, n_k: int, *, causal: bool = False, diag_mask: bool = False,
                   key_padding_mask: torch.Tensor | None = None, device: torch.device | str | None = None) -> torch.Tensor | None:

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .core import (by_profile, check_choice, get_device, get_profile, results_dir, atomic_write, seed_everything, check_version,
-                          to_device, check_shape, check_positive)
+                          to_device, check_shape, check_positive, check_count)
 from .harness import fit, TrainConfig, Classification, LanguageModeling, experiment, grid, run_sweep, store_for
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
@@ -205,8 +205,7 @@ class VisionRecipe:
                           # training image is trained on, and the test accuracy at the end of training is reported
 
     def __post_init__(self):
-        if isinstance(self.padding, bool) or not isinstance(self.padding, int) or self.padding < 0:
-            raise ValueError(f"padding must be an int >= 0, got {self.padding!r}")
+        check_count(self.padding, 'padding')
         if self.mix is not None: check_choice(self.mix, 'mix', ('cutmix', 'mixup_cutmix'))
         check_positive(self.alpha, 'alpha', integer=False, finite=True)
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from .core import check_choice, check_positive, check_seed, check_shape, data_dir, to_device
+from .core import check_choice, check_positive, check_seed, check_shape, data_dir, to_device, check_count
 
 # %% auto #0
 __all__ = ['CIFAR', 'DEBIAN_DOCS', 'DEBIAN_CORPUS', 'load_cifar', 'write_cifar_batch', 'load_digits_images', 'split_indices',
@@ -169,8 +169,7 @@ def random_crop(images: torch.Tensor,   # (n, c, h, w)
                 generator: torch.Generator) -> torch.Tensor:
     "Each image zero-padded by `padding` and cropped back to (h, w) at its own random offset: (n, c, h, w)."
     check_shape(images, 'images', ('n', 'c', 'h', 'w')); _check_generator(generator)
-    if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
-        raise ValueError(f"padding must be an int >= 0, got {padding!r}")
+    check_count(padding, 'padding')
     n, c, h, w = images.shape
     x, dev = F.pad(images, (padding,) * 4), images.device                       # (n, c, h + 2p, w + 2p)
     dy, dx = to_device(torch.randint(0, 2 * padding + 1, (2, n, 1), generator=generator), dev)   # offsets, each (n, 1)

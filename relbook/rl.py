@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from .core import get_device, atomic_write, check_shape, check_positive, check_finite, device_name
+from .core import get_device, atomic_write, check_shape, check_positive, check_finite, device_name, check_count
 from .harness import _trial_checkpoint, _trial_clock, _trial_elapsed, _progress_enabled, _fit_probe, deadline, BudgetExhausted
 from .relations import mlp
 
@@ -149,8 +149,7 @@ class RLConfig:
         _check_range(self, 'gamma', 0, 1)
         for k in ('rms_eps', 'rms_init', 'entropy_cost', 'baseline_cost', 'checkpoint_secs'): _check_range(self, k, 0)
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False)
-        if not isinstance(self.policy_lag, int) or isinstance(self.policy_lag, bool) or self.policy_lag < 0:
-            raise ValueError(f"policy_lag must be an int >= 0, got {self.policy_lag!r}")
+        check_count(self.policy_lag, 'policy_lag')
 
     @property
     def batch(self) -> int:

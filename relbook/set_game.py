@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_shape, check_choice, check_positive, check_finite, results_dir
+from .core import by_profile, check_shape, check_choice, check_positive, check_finite, results_dir, check_count
 from .harness import Task, Classification, TrainConfig, fit, grid, run_sweep, experiment, subset
 from .relations import CoRelNet, mlp
 from .abstractor import AbstractorConfig, AbstractorClassifier
@@ -226,7 +226,7 @@ def _card_embeddings(path: Path, seed: int, cfg: EmbedderConfig) -> torch.Tensor
 
 def card_embeddings(seed: int = 0, cfg: EmbedderConfig = EmbedderConfig()) -> torch.Tensor:
     "Frozen embeddings (81, d_embed) of the deck from the attribute CNN trained with `seed` (cached on disk)."
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0: raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    check_count(seed, 'seed')
     return _card_embeddings(_embedder_path(seed, cfg), seed, cfg).clone()
 
 def load_embedder(seed: int = 0, cfg: EmbedderConfig = EmbedderConfig()) -> CardCNN:

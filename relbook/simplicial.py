@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import check_shape, check_positive, check_choice, check_floating
+from .core import check_shape, check_positive, check_choice, check_floating, check_count
 from .clifford import safe_sqrt, triple_product, triple_product_sq_from_dots
 
 # %% auto #0
@@ -62,8 +62,7 @@ class OneSimplicialAttention(nn.Module):
                  n_virtual: int = 0):       # M virtual entities at the end of the sequence
         super().__init__()
         for k in ('d_model', 'n_heads', 'd_head'): check_positive(locals()[k], k)
-        if not isinstance(n_virtual, int) or isinstance(n_virtual, bool) or n_virtual < 0:
-            raise ValueError(f"n_virtual must be an int >= 0, got {n_virtual!r}")
+        check_count(n_virtual, 'n_virtual')
         self.d_model, self.h, self.d, self.m = d_model, n_heads, d_head, n_virtual
         self.qkv = nn.Linear(d_model, 3 * n_heads * d_head, bias=False)     # E¹ for all heads
 
@@ -146,8 +145,7 @@ class TwoSimplicialAttention(nn.Module):
                  logit_scale: float = 1.0):      # multiplies the triple product (official: 1, unscaled)
         super().__init__()
         for k in ('d_model', 'n_heads', 'd_head'): check_positive(locals()[k], k)
-        if not isinstance(n_virtual, int) or isinstance(n_virtual, bool) or n_virtual < 0:
-            raise ValueError(f"n_virtual must be an int >= 0, got {n_virtual!r}")
+        check_count(n_virtual, 'n_virtual')
         check_positive(logit_scale, 'logit_scale', integer=False, finite=True)
         self.d_model, self.h, self.d, self.m, self.logit_scale = d_model, n_heads, d_head, n_virtual, logit_scale
         self.E = nn.Linear(d_model, 4 * n_heads * d_head, bias=False)         # E²: p, l¹, l², u for all heads
@@ -216,9 +214,7 @@ class SimplicialConfig:
 
     def __post_init__(self):
         for k in ('d_model', 'n_heads', 'd_head', 'd_head2', 'd_ff', 'n_iter'): check_positive(getattr(self, k), k)
-        for k in ('n_heads2', 'n_virtual'):
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0: raise ValueError(f"{k} must be an int >= 0, got {v!r}")
+        for k in ('n_heads2', 'n_virtual'): check_count(getattr(self, k), k)
         check_positive(self.logit_scale, 'logit_scale', integer=False, finite=True)
         if self.n_virtual and not self.n_heads2:   # eq. 2.12: standard entities read virtual ones only through 2-simplicial heads
             raise ValueError(f"n_virtual={self.n_virtual} needs n_heads2 > 0: without 2-simplicial heads no standard entity reads the "
