@@ -14,7 +14,7 @@ import torch
 __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile', 'by_profile', 'seed_everything', 'get_device',
            'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'committed_source_hash',
            'cpu_model', 'to_device', 'cuda_graphs_on', 'device_name', 'loaded_code', 'provenance', 'check_shape',
-           'check_choice', 'check_seed', 'check_count', 'check_version', 'check_positive', 'check_dtype',
+           'check_choice', 'check_seed', 'check_count', 'check_index', 'check_version', 'check_positive', 'check_dtype',
            'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
@@ -225,6 +225,12 @@ def check_count(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name} must be an int >= 0, got {value!r}")
     return value
+
+def check_index(value: Any, name: str, n: int) -> int:
+    "Raise ValueError unless `value` is an int in [0, n) (bools refused: True is not index 1); return it as an int."
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+        raise ValueError(f"{name} must be an int in [0, {n}), got {value!r}")
+    return int(value)
 
 def check_version(value: Any, name: str, current: Any, what: str) -> Any:
     """Raise ValueError unless a trial's protocol marker `value` (a version number or a named policy) is this code's `current`

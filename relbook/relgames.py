@@ -8,7 +8,7 @@ import functools
 import numpy as np
 import torch
 from einops import rearrange
-from .core import check_choice, check_positive, check_seed, check_shape, check_version
+from .core import check_choice, check_positive, check_seed, check_shape, check_version, check_index
 
 # %% auto #0
 __all__ = ['CELL', 'GRID', 'SHAPE_FAMILIES', 'SHAPES', 'COLOURS', 'RGB', 'BACKGROUND', 'N_OBJECTS', 'OBJECT_SETS', 'OOD_FAMILIES',
@@ -69,17 +69,12 @@ def _sprites() -> np.ndarray:
     out.flags.writeable = False
     return out
 
-def _check_index(value, name: str, n: int) -> int:
-    "`value` as an int in [0, n), else ValueError naming `name`."
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
-        raise ValueError(f"{name} must be an int in [0, {n}), got {value!r}")
-    return int(value)
 
 def render_object(shape: int,   # index into SHAPES
                   colour: int,  # index into COLOURS
                  ) -> np.ndarray:
     "The (12, 12, 3) uint8 picture of object (shape, colour) on the background."
-    s, c = _check_index(shape, 'shape', len(SHAPES)), _check_index(colour, 'colour', len(COLOURS))
+    s, c = check_index(shape, 'shape', len(SHAPES)), check_index(colour, 'colour', len(COLOURS))
     return _sprites()[s * len(COLOURS) + c].copy()
 
 # %% ../nbs/13_relational_games.ipynb #c009

@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_shape, check_choice, check_positive, check_finite, results_dir, check_count
+from .core import by_profile, check_shape, check_choice, check_positive, check_finite, results_dir, check_count, check_index
 from .harness import Task, Classification, TrainConfig, fit, grid, run_sweep, experiment, subset
 from .relations import CoRelNet, mlp
 from .abstractor import AbstractorConfig, AbstractorClassifier
@@ -22,19 +22,19 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'RELATION_DIMS', 'CORELNETS', 'SECTION_1', 'SECTION_2',
            'SET_MIN_DELTA', 'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS', 'MODULAR_MODELS',
-           'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'render_card', 'check_attrs', 'check_index', 'card_index', 'deck',
-           'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder',
-           'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples',
-           'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet',
-           'set_model', 'transplant_relation', 'set_fit', 'fit_triples', 'set_classification_trial',
-           'classification_trials', 'set_classification_experiment', 'mean_acc', 'official_triples',
-           'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial',
-           'set_sampling_control_experiment', 'set_relation_dims_experiment', 'train_pair_classifiers',
-           'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment',
-           'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor',
-           'transplant_pair_relation', 'pretrain_official_relations', 'official_modular_model', 'fit_modular',
-           'set_modular_official_trial', 'set_modular_official_experiment', 'freeze_control_model',
-           'set_modular_freeze_trial', 'set_modular_freeze_experiment']
+           'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'render_card', 'check_attrs', 'card_index', 'deck', 'EmbedderConfig',
+           'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings',
+           'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data',
+           'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation',
+           'set_fit', 'fit_triples', 'set_classification_trial', 'classification_trials',
+           'set_classification_experiment', 'mean_acc', 'official_triples', 'official_set_data', 'sampled_data',
+           'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial', 'set_sampling_control_experiment',
+           'set_relation_dims_experiment', 'train_pair_classifiers', 'pretrain_relations', 'modular_model',
+           'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'sigmoid_relation', 'official_embedder',
+           'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
+           'pretrain_official_relations', 'official_modular_model', 'fit_modular', 'set_modular_official_trial',
+           'set_modular_official_experiment', 'freeze_control_model', 'set_modular_freeze_trial',
+           'set_modular_freeze_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -93,11 +93,6 @@ def check_attrs(attrs: torch.Tensor, name: str = 'attrs') -> torch.Tensor:
     if bad.any(): raise ValueError(f"{name} must hold attribute values in {{0, 1, 2}}, got {attrs[bad][0].item()!r}")
     return attrs
 
-def check_index(value, name: str, n: int) -> int:
-    "Raise ValueError unless `value` is an int in 0 … n-1 (bools refused: True is not index 1)."
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
-        raise ValueError(f"{name} must be one of {tuple(range(n))}, got {value!r}")
-    return int(value)
 
 def card_index(attrs: torch.Tensor) -> torch.Tensor:
     "Deck position of cards with attributes (…, 4) in {0,1,2}: 27·colour + 9·number + 3·shading + shape."
