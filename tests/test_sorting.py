@@ -349,14 +349,52 @@ def test_official_input_scales_change_the_embedders_only():
         so.sorting_model('Abstractor', 'keras')
 
 
+def test_official_scales_of_the_abstractor_a_leave_its_objects_unscaled():
+    "The Abstractor (a)'s official objects pass a plain Dense (no √d); its target tokens are U(±0.05) × √d as the others'."
+    import torch
+    net = so.sorting_model('Abstractor (a)', 'official')
+    assert type(net.src_embed) is torch.nn.Linear and torch.equal(net.src_embed.bias, torch.zeros(64))
+    assert net.tgt_embed.emb.weight.abs().max() <= 0.05 and net.tgt_embed.scale == 8.0
+    x = torch.randn(2, so.SEQ_LEN, 12)
+    assert torch.allclose(net.src_embed(x), x @ net.src_embed.weight.T, atol=1e-6)
+    assert set(so.OFFICIAL_OBJECTS_SCALED) == set(so.SORTING_MODELS)
+    with pytest.raises(ValueError, match="scale_objects must be a bool"):
+        so.official_input_scales(so.sorting_model('Abstractor (a)'), 1)
+
+
+def test_the_cache_keys_on_the_scales_and_keeps_our_keys():
+    "A model at the official scales is cached apart; at ours the key is the one the stored models were saved under."
+    from dataclasses import replace
+    from relbook.core import using_profile
+    with using_profile('smoke'):
+        cfg = replace(so.SORTING_TRAIN, max_steps=10)
+        book = so._cache_path('Abstractor (a)', 'pretrain', 100, 0, cfg)
+        assert so._cache_path('Abstractor (a)', 'pretrain', 100, 0, cfg, 'book') == book
+        assert so._cache_path('Abstractor (a)', 'pretrain', 100, 0, cfg, 'official') != book
+
+
+def test_pretraining_trial_at_official_scales_caches_its_own_models(tmp_path, monkeypatch):
+    "A pre-trained variant at the official scales pre-trains (and caches) a model of its own, not the one at our scales."
+    from relbook.core import seed_everything, using_profile
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
+    with using_profile('smoke'):
+        seed_everything(0)
+        r = so.pretraining_trial('Abstractor (a) (pre-trained)', 100, 0, scales='official')
+        assert all(math.isfinite(r[k]) for k in ('acc', 'ar_seq_acc', 'pretrain_val_loss'))
+        assert len(list(tmp_path.glob('checkpoints/sorting_pretrained/*.pt'))) == 1
+        seed_everything(0)
+        so.pretraining_trial('Abstractor (a) (pre-trained)', 100, 0)
+        assert len(list(tmp_path.glob('checkpoints/sorting_pretrained/*.pt'))) == 2
+        with pytest.raises(ValueError, match="scales must be one of"):
+            so.pretraining_trial('Abstractor (a)', 100, 0, scales='keras')
+
+
 def test_input_scale_trial_runs_uncached_and_refuses_our_scales(tmp_path, monkeypatch):
     from relbook.core import seed_everything, using_profile
     monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
     with using_profile('smoke'):
         with pytest.raises(ValueError, match="scales must be one of"):
             so.input_scale_trial('Transformer', 100, 0, 'book')        # our scales are Figure 5a's own trials
-        with pytest.raises(ValueError, match="cache does not key on"):
-            so.train_sorting('Transformer', 100, 0, cache=True, scales='official')
         seed_everything(0)
         r = so.input_scale_trial('Transformer', 100, 0, 'official')
         assert all(math.isfinite(r[k]) for k in ('acc', 'ar_seq_acc', 'val_loss'))
