@@ -125,7 +125,7 @@ def _product(cl, *vectors):
 
 def _grade(cl, A, k: int):
     "[A]_k: the degree-k part of A."
-    if not (isinstance(k, (int, np.integer)) and 0 <= k <= cl.n): raise ValueError(f"k must be an int in [0, {cl.n}], got {k!r}")
+    if isinstance(k, bool) or not (isinstance(k, (int, np.integer)) and 0 <= k <= cl.n): raise ValueError(f"k must be an int in [0, {cl.n}], got {k!r}")
     return np.where(cl.grades == k, cl._mv(A), 0.0)
 
 def _reverse(cl, A):

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Sequence
 import numpy as np
 import torch
-from .core import by_profile, check_choice, check_positive, repo_root, atomic_write, data_dir   # data_dir: the cache folder (in core since the corpora share it)
+from .core import by_profile, check_choice, check_count, check_positive, repo_root, atomic_write, data_dir   # data_dir: the cache folder (in core since the corpora share it)
 
 MAX_Q, MAX_A = 160, 30                       # the papers' question / answer length limits
 SPLITS = ('train-easy', 'train-medium', 'train-hard', 'interpolate', 'extrapolate')
@@ -160,7 +160,7 @@ def _fixed_hash_run(jobs: Sequence[tuple], workers: int = 1, output: bool = Fals
 def generate_problems(module: str, split: str, n: int, seed: int, cache: bool = True) -> list[tuple[str, str]]:
     "`n` (question, answer) pairs of `module` in `split`, the same for the same seed; cached on disk."
     check_choice(split, 'split', SPLITS); check_positive(n, 'n')
-    if not isinstance(seed, int) or seed < 0: raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    check_count(seed, 'seed')                  # an int >= 0; True is not seed 1
     mods = _modules(split)
     if module not in mods:
         where = [sp for sp in SPLITS if module in _modules(sp)]

@@ -173,6 +173,7 @@ def test_clifford_bad_inputs():
     with pytest.raises(ValueError, match=r"v must have shape \(3,\)"): cl.vector([1.0, 2.0])
     with pytest.raises(ValueError, match=r"A must be a multivector of shape \(8,\)"): cl.gp(np.ones(4), np.ones(8))
     with pytest.raises(ValueError, match=r"k must be an int in \[0, 3\]"): cl.grade(cl.scalar(1), -1)
+    with pytest.raises(ValueError, match=r"k must be an int in \[0, 3\]"): cl.grade(cl.scalar(1), True)   # not grade 1
     with pytest.raises(ValueError, match="at least one vector"): cl.product()
 
 

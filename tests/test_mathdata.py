@@ -65,3 +65,12 @@ def test_a_cost_probe_draws_a_sample_of_each_set(monkeypatch):
     monkeypatch.setenv('RELBOOK_PROBE_PROBLEMS', '100')
     capped = _data_plan('algebra__linear_1d', 30_000, 3_000, 2_000, 0, 'train', 'interpolate')
     assert sum(j[2] for j in capped['train']) == 100 and sum(j[2] for j in capped['val']) == 100 and capped['test'][0][2] == 100
+
+
+def test_generate_problems_refuses_a_bool_seed():
+    "True is not seed 1: a bool seed is refused before any generation."
+    import pytest
+    from relbook.mathdata import generate_problems
+    for bad in (True, -1, 1.0):
+        with pytest.raises(ValueError, match="seed must be an int >= 0"):
+            generate_problems('arithmetic__mixed', 'train-easy', 2, seed=bad)
