@@ -823,8 +823,10 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
     if out:
         path = Path(out) if Path(out).is_absolute() else (repo_root() or Path.cwd()) / out
         old = json.loads(path.read_text()) if path.exists() else {}
-        if names and old.get('profile') == profile and old.get('workers') == workers:   # named: update those, keep the rest
-            plan_['experiments'] = {**old.get('experiments', {}), **exps}
+        if names and old.get('profile') == profile and old.get('workers') == workers:   # named: update those, keep the rest,
+            kept = {k: v if 'commit' in v or 'commit' not in old else {**v, 'commit': old['commit']}   # each with the commit
+                    for k, v in old.get('experiments', {}).items()}                            # it was probed at
+            plan_['experiments'] = {**kept, **exps}
         atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(plan_, indent=1) + '\n'))
     return plan_
 
