@@ -501,7 +501,9 @@ def _verdict_cell(r) -> str:
 def _run_cell(r) -> str:
     wait = r.get('pending') if isinstance(r.get('pending'), str) else ''
     if not isinstance(r['profile'], str): return _cell(f"— ({wait})") if wait else '—'   # not run (None may arrive as NaN)
-    bits = [f"`{r['profile']}`", r['devices'], f"{r['seeds']} seed{'s' * (r['seeds'] != 1)}, {r['trials']} trial{'s' * (r['trials'] != 1)}"]
+    commits = r.get('commits') if isinstance(r.get('commits'), str) and r.get('commits') else ''
+    bits = [f"`{r['profile']}`", r['devices'], *([f"commit{'s' * (',' in commits)} {commits}"] if commits else []),
+            f"{r['seeds']} seed{'s' * (r['seeds'] != 1)}, {r['trials']} trial{'s' * (r['trials'] != 1)}"]
     if r['still_improving']: bits.append(f"{r['still_improving']} still improving")
     if r['unknown_convergence']: bits.append(f"{r['unknown_convergence']} convergence not recorded")
     if r['dirty_rows']: bits.append(f"{r['dirty_rows']} from a modified tree")
@@ -557,7 +559,7 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            'Each row shows the largest profile with results (full > gpu > quick) whose sweep is complete: a sweep still running, '
            'or cut short, would be judged on a subset of its sizes or seeds, so it waits, named in the evidence column, as '
            'does a planned `gpu` sweep with nothing stored yet. '
-           'The evidence column names the profile, the device, '
+           'The evidence column names the profile, the device, the commits its rows were made at, '
            'the seeds and trials, how many trials were still improving, and how many rows came from a modified tree.', '',
            '## Scoreboard', '', render_scoreboard(frame, link=None), '', '## Claims by paper', '']
     for key, label in PAPERS.items():

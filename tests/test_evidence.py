@@ -161,3 +161,13 @@ def test_bad_arguments_of_the_rule_are_refused_by_name():
         with pytest.raises(ValueError, match='sd must be a positive'): ev.power(0.5, sd, 5)
     with pytest.raises(ValueError, match='effect must be a finite'): ev.seeds_for_power(math.nan, 1.0)
     with pytest.raises(ValueError, match='budget must be a positive finite'): parse_budget(math.inf)
+
+
+def test_the_claims_page_names_the_commits_of_a_verdicts_rows():
+    "The evidence column says which commits the rows were made at (one: 'commit', several: 'commits'; none: nothing)."
+    from relbook.evidence import _run_cell
+    base = dict(profile='gpu', devices='NVIDIA H100, cpu', seeds=5, trials=40, still_improving=0, unknown_convergence=0,
+                dirty_rows=0, pending='')
+    assert _run_cell({**base, 'commits': '420c0c6, 47f2cef'}) == '`gpu`; NVIDIA H100, cpu; commits 420c0c6, 47f2cef; 5 seeds, 40 trials'
+    assert '; commit f6eae84; ' in _run_cell({**base, 'commits': 'f6eae84'})
+    assert 'commit' not in _run_cell({**base, 'commits': ''}) and 'commit' not in _run_cell({**base, 'commits': None})
