@@ -15,8 +15,8 @@ from .core import check_shape, check_choice, check_positive, check_floating, che
 __all__ = ['SIGMA_REL', 'SYMBOLS', 'ARCHITECTURES', 'WIRING', 'ABSTRACTOR_CLAIMS', 'ORDER_ABSTRACTOR', 'ABSTRACTOR_ORDER_MODELS',
            'OFFICIAL_ORDER_STOP', 'MATH_TPLUS_D', 'check_sigma_rel', 'allowed_pairs', 'relative_table', 'rca_kernel',
            'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LearnedSymbols', 'SinusoidalSymbols',
-           'PositionRelativeSymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm', 'EncoderLayer', 'Encoder',
-           'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor', 'DecoderLayer',
+           'PositionRelativeSymbols', 'LibrarySymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm', 'EncoderLayer',
+           'Encoder', 'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor', 'DecoderLayer',
            'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq', 'count_params',
            'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment',
            'abstractor_order_official_experiment', 'math_models']
@@ -216,8 +216,19 @@ class PositionRelativeSymbols(nn.Module):
         if check_count(n, 'n') > self.max_len: raise ValueError(f"n must be <= max_len={self.max_len}, got {n}")
         return self.s[self.max_len - n: self.max_len + n - 1]               # (2n-1, d), offset o at o+n-1
 
+class LibrarySymbols(nn.Module):
+    "A learned library s_1…s_L ~ N(0, 1), returned as is (no √d, no PE): the PyTorch official code's `PositionalSymbolRetriever`."
+    relative = False
+    def __init__(self, max_len: int, d_model: int):
+        super().__init__()
+        check_positive(max_len, 'max_len'); check_positive(d_model, 'd_model')
+        self.s = nn.Parameter(torch.randn(max_len, d_model))
+    def forward(self, n: int) -> torch.Tensor:
+        if check_count(n, 'n') > len(self.s): raise ValueError(f"n must be <= max_len={len(self.s)}, got {n}")
+        return self.s[:n]                                                   # (n, d)
+
 SYMBOLS = {'learned': LearnedSymbols, 'sinusoidal': lambda max_len, d: SinusoidalSymbols(d),
-           'relative': PositionRelativeSymbols}
+           'relative': PositionRelativeSymbols, 'library': LibrarySymbols}
 
 # %% ../nbs/03_abstractor.ipynb #c021
 class MultiHeadAttention(nn.Module):
@@ -297,10 +308,11 @@ class AbstractorConfig:
     sigma_rel: str = 'softmax'            # relation activation: softmax, sigmoid, tanh, identity ('linear')
     symmetric: bool = False               # W₁ = W₂: symmetric relations
     diag_mask: bool = False               # mask R_ii: the stricter bottleneck of footnote 2
-    symbols: str = 'learned'              # 'learned', 'sinusoidal' or 'relative' (eq. 7)
+    symbols: str = 'learned'              # 'learned', 'sinusoidal', 'relative' (eq. 7) or 'library' (plain N(0, 1))
     max_len: int = 64                     # longest sequence the symbols cover
     residual: bool = True                 # A ← A + RCA(X, A) (and around the other sublayers)
-    layer_norm: bool = True               # LayerNorm after each sublayer (post-LN, as the official code)
+    layer_norm: bool = True               # LayerNorm after each sublayer (post-LN, as the official code) ...
+    norm_first: bool = False              # ... or before it (pre-LN: A ← A + f(LN(A)), RCA's queries and keys from LN(X))
     symbol_self_attention: bool = False   # self-attention on the abstract states first (2023 Alg. 4)
     dropout: float = 0.0                  # dropout on sublayer outputs
 
@@ -311,6 +323,7 @@ class AbstractorConfig:
         self.sigma_rel = check_sigma_rel(self.sigma_rel)
         check_choice(self.symbols, 'symbols', tuple(SYMBOLS))
         if not 0.0 <= self.dropout < 1.0: raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.norm_first and not self.layer_norm: raise ValueError("norm_first=True places the LayerNorms: it needs layer_norm=True")
 
 # %% ../nbs/03_abstractor.ipynb #c026
 class SymbolCrossAttention(nn.Module):
@@ -325,26 +338,31 @@ class SymbolCrossAttention(nn.Module):
         return self.mha(a, x, key_padding_mask=key_padding_mask, causal=causal)
 
 class AbstractorLayer(nn.Module):
-    "[A ← LN(A + SA(A))]; A ← LN(A + RCA(X, A)); A ← LN(A + FFN(A)) — residual/LN per the config."
+    """[A ← LN(A + SA(A))]; A ← LN(A + RCA(X, A)); A ← LN(A + FFN(A)) — residual/LN per the config. Pre-LN (`norm_first`):
+    [A ← A + SA(LN(A))]; A ← A + RCA(LN(X), A); A ← A + FFN(LN(A)) — the values stay un-normalised, as the official code."""
     def __init__(self, d_in: int, cfg: AbstractorConfig, attention: nn.Module | None = None):
         super().__init__()
-        d, rn = cfg.d_model, dict(residual=cfg.residual, layer_norm=cfg.layer_norm, dropout=cfg.dropout)
+        d, pre = cfg.d_model, cfg.norm_first
+        rn = dict(residual=cfg.residual, layer_norm=cfg.layer_norm and not pre, dropout=cfg.dropout)
+        ln = lambda n: nn.LayerNorm(n) if pre else nn.Identity()         # what a sublayer reads (Identity: no parameters)
         self.sa = MultiHeadAttention(d, cfg.n_heads, cfg.d_k) if cfg.symbol_self_attention else None
         self.an0 = AddNorm(d, **rn) if cfg.symbol_self_attention else None
+        self.ln0 = ln(d) if cfg.symbol_self_attention else None
         self.rca = attention if attention is not None else RelationalCrossAttention(
             d_in, d, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.sigma_rel, cfg.symmetric, cfg.diag_mask)
         self.an1, self.ff, self.an2 = AddNorm(d, **rn), FeedForward(d, cfg.d_ff, cfg.dropout), AddNorm(d, **rn)
+        self.ln_x, self.ln2 = ln(d_in), ln(d)
 
     def forward(self, x, a, a_values, key_padding_mask=None, causal=False, relative=False, return_relations=False):
         "x: objects (b, n, d_in); a: states (b|1, n, d); a_values: what RCA sends (a, or the relative symbols)."
         if self.sa is not None:
-            a = self.an0(a, self.sa(a.expand(x.shape[0], -1, -1), key_padding_mask=key_padding_mask, causal=causal))
+            a = self.an0(a, self.sa(self.ln0(a).expand(x.shape[0], -1, -1), key_padding_mask=key_padding_mask, causal=causal))
             if not relative: a_values = a
-        res = self.rca(x, a_values, key_padding_mask=key_padding_mask, causal=causal, relative=relative,
+        res = self.rca(self.ln_x(x), a_values, key_padding_mask=key_padding_mask, causal=causal, relative=relative,
                        return_relations=return_relations)
         msg, R = res if return_relations else (res, None)
         a = self.an1(a, msg)
-        a = self.an2(a, self.ff(a))
+        a = self.an2(a, self.ff(self.ln2(a)))
         return (a, R) if return_relations else a
 
 # %% ../nbs/03_abstractor.ipynb #c027

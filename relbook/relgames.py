@@ -12,10 +12,11 @@ from .core import check_choice, check_positive, check_seed, check_shape, check_v
 
 # %% auto #0
 __all__ = ['CELL', 'GRID', 'SHAPE_FAMILIES', 'SHAPES', 'COLOURS', 'RGB', 'BACKGROUND', 'N_OBJECTS', 'OBJECT_SETS', 'OOD_FAMILIES',
-           'LINES', 'PATTERNS', 'TASKS', 'RG_WIDE', 'RG_CONFIGS', 'RG_MODELS', 'RG_MAIN', 'RG_ABLATIONS',
-           'RG_BASELINES', 'RG_TRAIN', 'RG_DECISIVE', 'RG_OOD', 'RG_DROPOUT_TASKS', 'RG_CONVERGENCE', 'RG_DAT_MIXES',
-           'RG_TRANSFORMERS', 'RG_MARGIN', 'render_object', 'object_ids', 'relgames_sample', 'relgames_data', 'patches',
-           'PatchClassifier', 'rg_model', 'rg_sizes', 'rg_protocol', 'rg_epochs', 'rg_trial', 'rg_trials',
+           'LINES', 'PATTERNS', 'TASKS', 'RG_ABSTRACTOR', 'RG_WIDE', 'RG_CONFIGS', 'RG_MODELS', 'RG_MAIN',
+           'RG_ABLATIONS', 'RG_SMALL_BASELINES', 'RG_BASELINES', 'RG_TRAIN', 'RG_DECISIVE', 'RG_OOD',
+           'RG_DROPOUT_TASKS', 'RG_CONVERGENCE', 'RG_DAT_MIXES', 'RG_TRANSFORMERS', 'RG_MARGIN', 'render_object',
+           'object_ids', 'relgames_sample', 'relgames_data', 'patches', 'PatchClassifier', 'CoRelNetBaseline',
+           'PooledAbstractor', 'rg_model', 'rg_sizes', 'rg_protocol', 'rg_epochs', 'rg_trial', 'rg_trials',
            'relational_games_experiment', 'rg_dropout_control_experiment', 'rg_rows', 'rg_budget', 'with_budget',
            'dat_vs_transformers', 'paired_models', 'rg_claim_profiles']
 
@@ -270,8 +271,8 @@ def patches(images: torch.Tensor,  # (b, c, H, W)
 from .core import by_profile, get_device
 from .harness import fit, TrainConfig, Classification, experiment, grid, run_sweep
 from .dat import DATConfig, ViDAT, PatchEmbedding, DROPOUT_PLACEMENTS
-from .relations import CoRelNet
-from .abstractor import AbstractorClassifier, AbstractorConfig, count_params
+from .relations import CoRelNet, mlp
+from .abstractor import Abstractor, AbstractorClassifier, AbstractorConfig, count_params
 import pandas as pd
 import torch.nn as nn
 from dataclasses import replace
@@ -283,6 +284,34 @@ class PatchClassifier(nn.Module):
         self.embed, self.inner = PatchEmbedding(GRID * CELL, patch, 3, d_emb), inner
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.inner(self.embed(images)).squeeze(-1)
+
+class CoRelNetBaseline(nn.Module):
+    """The authors' relational-games CoRelNet (`baseline_models.CoRelNetSoftmax`): an MLP embedder φ (d → 4d → d), then
+    R = softmax_j(φ(x_i)·φ(x_j)) with no projection and no 1/√d, then their head on the flattened R (two linear maps with no ReLU
+    between them, as theirs). One logit where theirs has two (the book's binary classifiers)."""
+    def __init__(self, d: int, m: int, n_out: int = 1):
+        super().__init__()
+        self.d, self.m = check_positive(d, 'd'), check_positive(m, 'm')
+        self.embedder = mlp(d, 4 * d, d)                                            # φ
+        self.head = nn.Sequential(nn.Linear(m * m, d), nn.ReLU(), nn.Linear(d, d), nn.Linear(d, check_positive(n_out, 'n_out')))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_shape(x, 'x', (None, self.m, self.d))
+        z = self.embedder(x)                                                        # (b, m, d)
+        return self.head(torch.softmax(z @ z.transpose(1, 2), dim=-1).flatten(1))   # (b, m, m) -> (b, m·m) -> (b, n_out)
+
+class PooledAbstractor(nn.Module):
+    "Objects (b, m, d_in) -> Abstractor -> mean over the abstract states -> MLP d → d → n_out: the authors' relational-games readout."
+    def __init__(self, d_in: int, cfg: AbstractorConfig, n_out: int = 1):
+        super().__init__()
+        self.abstractor, self.head = Abstractor(d_in, cfg), mlp(cfg.d_model, cfg.d_model, check_positive(n_out, 'n_out'))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.abstractor(x).mean(1))                                # (b, m, d) -> (b, d) -> (b, n_out)
+
+# The authors' Abstractor baseline (eval_relational_games_learning_curve_baselines.py): width 128, 2 pre-LN layers, 4 heads,
+# d_ff = 256, ReLU, self-attention on the abstract states, no dropout, a plain learned library of 9 positional symbols.
+# Its residual follows Algorithm 1 (A ← A + RCA(X, A)); the authors' PyTorch layer adds RCA's output to the objects X instead.
+RG_ABSTRACTOR = AbstractorConfig(n_layers=2, d_model=128, n_heads=4, d_ff=256, symbols='library', max_len=GRID * GRID,
+                                 symbol_self_attention=True, norm_first=True)
 
 # App. C.1 and the official script: 2 layers, d = 128, d_ff = 2d, SwiGLU, dropout 0.1, pre-LN, no biases, mean pooling,
 # positional symbols, symmetric relations; Fig. 2: 2 heads in total (head dim 64); d_r = 2 (the job file's 0 + 2 DAT; for 1 + 1 ours)
@@ -304,10 +333,13 @@ RG_MODELS = {
     'CoRelNet': lambda: PatchClassifier(CoRelNet(64, 9, 1, symmetric=True, d_hidden=64), 64),
     'Abstractor': lambda: PatchClassifier(AbstractorClassifier(64, 9, 1, AbstractorConfig(n_layers=2, d_model=64, n_heads=4, d_ff=128,
                                                                                           max_len=9)), 64),
+    'CoRelNet (official size)': lambda: PatchClassifier(CoRelNetBaseline(128, GRID * GRID), 128),
+    'Abstractor (official size)': lambda: PatchClassifier(PooledAbstractor(128, RG_ABSTRACTOR), 128),
 }
 RG_MAIN = list(RG_MODELS)[:4]                       # Figure 2: the two DATs and the two Transformers
 RG_ABLATIONS = list(RG_MODELS)[4:7]                 # Fig. 8 (asymmetric relations) and Fig. 11 (RCA heads)
-RG_BASELINES = ['CoRelNet', 'Abstractor']
+RG_SMALL_BASELINES = ['CoRelNet', 'Abstractor']    # the book's (chapters 1 and 3), smaller than the paper's: `quick` only, a control
+RG_BASELINES = ['CoRelNet (official size)', 'Abstractor (official size)']   # the paper's (Fig. 7), as the authors built them
 
 def rg_model(model: str,                    # a name of RG_MODELS
              dropout: str = 'ours',          # the DATs' and Transformers' dropout placement: 'ours' or 'official' (chapter 12)
@@ -344,12 +376,13 @@ def rg_protocol(profile: str | None = None) -> dict:
     the updates between validations (None: once per epoch), the patience in validations (None: none) and the version."""
     return by_profile(smoke=dict(models={'occurs': [RG_MAIN[0], RG_MAIN[2]], 'match_pattern': [RG_MAIN[1], 'CoRelNet']},
                                  seeds=1, n_val=64, n_test=64, epochs=2, min_steps=0, **_RG_V1),
-                      quick=dict(models={'same': RG_MAIN + RG_BASELINES, 'between': RG_MAIN + RG_BASELINES,
-                                         **{t: RG_MAIN + RG_ABLATIONS + RG_BASELINES for t in ('occurs', 'xoccurs')}},
+                      quick=dict(models={'same': RG_MAIN + RG_SMALL_BASELINES + RG_BASELINES,
+                                         'between': RG_MAIN + RG_SMALL_BASELINES + RG_BASELINES,
+                                         **{t: RG_MAIN + RG_ABLATIONS + RG_SMALL_BASELINES + RG_BASELINES for t in ('occurs', 'xoccurs')}},
                                  seeds=3, n_val=500, n_test=1000, epochs=50, min_steps=300, **_RG_V1),
-                      full=dict(models={t: list(RG_MODELS) for t in TASKS}, seeds=5, n_val=1000, n_test=5000, epochs=50, min_steps=300,
+                      full=dict(models={t: list(RG_CONFIGS) + RG_BASELINES for t in TASKS}, seeds=5, n_val=1000, n_test=5000, epochs=50, min_steps=300,
                                 **_RG_V1),
-                      gpu=dict(models={t: list(RG_MODELS) for t in RG_DECISIVE}, seeds=5, n_val=1000, n_test=5000, **_RG_V2),
+                      gpu=dict(models={t: list(RG_CONFIGS) + RG_BASELINES for t in RG_DECISIVE}, seeds=5, n_val=1000, n_test=5000, **_RG_V2),
                       profile=profile)
 
 def rg_epochs(n_train: int, profile: str | None = None) -> int:
