@@ -15,9 +15,9 @@ from .core import repo_root, check_choice, PROFILES
 from .harness import store_for
 
 # %% auto #0
-__all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'DECISIVE', 'CLAIMS_PAGE',
-           'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power', 'convergence',
-           'curve_peak', 'select', 'at_largest', 'per_seed', 'Evidence', 'conditions', 'Claim', 'claim',
+__all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'UPSTREAM_STILL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'DECISIVE',
+           'CLAIMS_PAGE', 'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power',
+           'convergence', 'curve_peak', 'select', 'at_largest', 'per_seed', 'Evidence', 'conditions', 'Claim', 'claim',
            'load_all_claims', 'Judgement', 'sweep_coverage', 'current_records', 'current_rows', 'judge', 'judge_all',
            'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page', 'chapter_claims', 'verdict_md',
            'verdict_phrase', 'glue_verdict', 'build_claims', 'write_claims']
@@ -197,6 +197,8 @@ TAIL = 0.1           # a trial whose best step lies in the last 10 % of its budg
 _BEST_BUDGET = (('fit_best_step', 'fit_max_steps'), ('best_step', 'max_steps'), ('best_epoch', 'max_epochs'),
                 ('best_epoch', 'epochs'), ('best_step', 'steps'))
 
+UPSTREAM_STILL = 'upstream_still_improving'   # a row's yes/no field: a stage the trial built on (a pre-training run) was still improving
+
 def _num(x) -> float | None:
     try: x = float(x)
     except (TypeError, ValueError): return None
@@ -212,11 +214,13 @@ def convergence(row: dict | pd.Series, best: str | None = None, budget: str | No
     """'converged', 'still improving' (best in the last `tail` of the budget) or 'unknown' for one result row.
     `patience_converges=False`: a run that patience stopped counts as still improving (a task where runs were shown to leave a
     plateau that outlasts the patience). A string names a yes/no field of the row that decides it row by row (rows of two
-    stopping rules side by side; a row without the field counts as False)."""
+    stopping rules side by side; a row without the field counts as False). A row whose `UPSTREAM_STILL` field is true is still
+    improving whatever its own run did: the model it started from was (e.g. a pre-training run stopped while improving)."""
     if isinstance(tail, bool) or not isinstance(tail, (int, float, np.number)) or not 0 < tail < 1:    # NaN fails the range too
         raise ValueError(f"tail must be a fraction of the budget in (0, 1), got {tail!r}")
     row = dict(row)
     if isinstance(patience_converges, str): patience_converges = bool(_flag(row.get(patience_converges)))
+    if _flag(row.get(UPSTREAM_STILL)) is True: return 'still improving'     # the model it started from was still learning
     pairs = ((best, budget),) if best else _BEST_BUDGET
     for b_key, n_key in pairs:
         b, n = _num(row.get(b_key)), _num(row.get(n_key))
@@ -551,7 +555,8 @@ def render_claims_page(frame: pd.DataFrame) -> str:
            'same difference, the sign test decides instead of the t interval (it needs 6 seeds). *Provisional* marks a verdict that rests on '
            'a trial whose best model came in the last 10 % of its training budget (still improving), or one that patience '
            'stopped under a stopping rule shown to stop runs on a plateau they later leave (chapter 5’s first rule), or in a '
-           '(model, size) cell where a plateau check found the rule stopping runs too early (chapter 5). Where a claim gives '
+           '(model, size) cell where a plateau check found the rule stopping runs too early (chapter 5), or a trial that started from '
+           'a model still improving at the end of its own budget (a pre-training run, chapter 5). Where a claim gives '
            'a size ("≥ 2×", a margin), *size reached / not reached / undetermined* says whether the interval clears it. '
            '*Our reading* marks a claim the paper does not state as a result — an explanation it offers or a choice it implies, '
            'which the book tests as a claim; the scoreboard counts these apart, so that a verdict on our reading is not '

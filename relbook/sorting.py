@@ -12,7 +12,7 @@ import torch.nn as nn
 from .core import by_profile, check_choice, check_positive, check_seed, get_profile, results_dir, get_device, atomic_write
 from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset, store_for, model_lock, _rng_states, _set_rng_states
 from .abstractor import AbstractorConfig, Seq2SeqConfig, make_seq2seq, count_params
-from .evidence import Evidence, claim, compare, conditions, convergence
+from .evidence import UPSTREAM_STILL, Evidence, claim, compare, conditions, convergence
 
 # %% auto #0
 __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_MODELS', 'PAPER_PARAMS', 'INPUT_SCALES',
@@ -24,8 +24,8 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'rng_kept', 'ScaledLinear',
            'official_input_scales', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol',
            'protocol_splits', 'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting',
-           'size_to_reach', 'evaluate_sorting', 'plateau_cells', 'with_budget', 'pretrain_still', 'retained',
-           'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment',
+           'size_to_reach', 'evaluate_sorting', 'plateau_cells', 'with_budget', 'pretrain_still_rows', 'pretrain_still',
+           'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment',
            'pretraining_trial', 'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment',
            'input_scale_cells', 'input_scale_trial', 'input_scale_plateau_trial',
            'sorting_input_scale_plateau_experiment', 'sorting_input_scale_experiment',
@@ -456,18 +456,26 @@ def with_budget(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of the object-sorting experiments, checked to carry what the convergence rule reads (best step, budget, early
     stop), with the field that says whether each row's patience stop counts (`PATIENCE_CONVERGES`): a stop of the accuracy
     rule, outside the cells where the plateau check of the row's profile found that rule stopping runs too early and the cells
-    that stand in for it until it has run them (`_wanting`)."""
+    that stand in for it until it has run them (`_wanting`); and the field that says whether the pre-training run a row's
+    model started from was still improving (`UPSTREAM_STILL`, `pretrain_still_rows`): such a row is still improving too."""
     missing = [k for k in (*CONVERGENCE, 'stopped_early') if k not in df.columns]
     if missing and len(df): raise ValueError(f"sorting rows lack {missing}: rows of an older protocol; rerun the sweep")
-    return df.assign(**{PATIENCE_CONVERGES: _rule(df) & ~_in_cells(df)})
+    return df.assign(**{PATIENCE_CONVERGES: _rule(df) & ~_in_cells(df), UPSTREAM_STILL: pretrain_still_rows(df)})
+
+def pretrain_still_rows(rows: pd.DataFrame) -> pd.Series:
+    """Per row: was the pre-training run its model started from still improving (best model in the last 10 % of the budget, or
+    a stop of the loss rule)? False for a row trained from scratch. No plateau check covers pre-training runs."""
+    out = pd.Series(False, index=rows.index)
+    if rows.empty or 'pretrain_steps' not in rows: return out
+    pre = rows['pretrain_steps'].notna()
+    out[pre] = [convergence(dict(best_step=b, max_steps=m, stopped_early=s), patience_converges=bool(ok)) == 'still improving'
+                for b, m, s, ok in zip(rows.loc[pre, 'pretrain_best_step'], rows.loc[pre, 'pretrain_max_steps'],
+                                       rows.loc[pre, 'pretrain_stopped_early'], _rule(rows[pre], 'pretrain_'))]
+    return out
 
 def pretrain_still(rows: pd.DataFrame) -> int:
-    """How many of the rows' pre-training runs count as still improving (best model in the last 10 % of the budget, or a stop of
-    the loss rule). Named in the claims' notes; they do not make a verdict provisional, and no plateau check covers them."""
-    if rows.empty or 'pretrain_steps' not in rows: return 0
-    return sum(convergence(dict(best_step=b, max_steps=m, stopped_early=s), patience_converges=bool(ok)) == 'still improving'
-               for b, m, s, ok in zip(rows['pretrain_best_step'], rows['pretrain_max_steps'], rows['pretrain_stopped_early'],
-                                      _rule(rows, 'pretrain_')))
+    "How many of the rows' pre-training runs count as still improving (`pretrain_still_rows`; each makes its row still improving)."
+    return int(pretrain_still_rows(rows).sum())
 
 def _pretrain_note(df: pd.DataFrame, model: str) -> str:
     "The extra training a pre-trained variant got, from its rows."
@@ -475,7 +483,7 @@ def _pretrain_note(df: pd.DataFrame, model: str) -> str:
     if rows.empty or 'pretrain_steps' not in rows: return ''
     return (f"pre-training: {sorting_protocol(rows['profile'].iloc[0]).pretrain_n:,} sequences of the permuted task, "
             f"{rows['pretrain_steps'].mean():,.0f} extra optimizer steps on average ({rows['pretrain_fit_time_s'].mean():.0f} s), "
-            f"{pretrain_still(rows)} of {len(rows)} pre-training runs still improving")
+            f"{pretrain_still(rows)} of {len(rows)} rows started from a pre-training run still improving")
 
 def _curve_claim(a: str, b: str, note: str = '', **compare_kw):
     "evaluate: model a − model b on greedy full-sequence accuracy, mean over the training sizes, paired by seed."

@@ -432,3 +432,25 @@ def test_more_bad_inputs_are_refused_by_name():
                          (sample_sequences, (-3, g), 'n must be'), (size_to_reach, ([1, 2], [0.5, float('nan')], 0.9), 'values must be finite'),
                          (sorting_protocol('quick').max_steps, (0,), 'n_train must be')):
         with pytest.raises(ValueError, match=msg): f(*args)
+
+
+def test_a_pretraining_run_still_improving_makes_its_fine_tuned_rows_still_improving():
+    # from-scratch and pre-trained Abstractor (a) rows, all converged on their own; seed 0's pre-training run had its best model
+    # in the last 10 % of its budget: its pre-trained rows count as still improving, and the claim's verdict is provisional
+    rows = _curves(['Abstractor (a) (pre-trained)', 'Abstractor (a)'], sizes=(250, 500, 1000), early=False,
+                   acc=lambda m, s, n: 0.9 + 0.01 * s if 'pre-trained' in m else 0.3 + 0.02 * s)
+    rows['monitor'] = so.SORTING_TRAIN.monitor
+    pre = rows['model'].str.contains('pre-trained')
+    rows.loc[pre, ['pretrain_steps', 'pretrain_fit_time_s', 'pretrain_max_steps']] = [3000, 10.0, 3000]
+    rows.loc[pre, 'pretrain_best_step'] = [2990 if s == 0 else 1000 for s in rows.loc[pre, 'seed']]
+    rows.loc[pre, 'pretrain_stopped_early'] = False
+    rows.loc[pre, 'pretrain_monitor'] = so.SORTING_TRAIN.monitor
+    assert so.pretrain_still_rows(rows).tolist() == (pre & rows['seed'].eq(0)).tolist()
+    ev = CLAIMS['sorting-pretraining-helps-abstractor'].evaluate(rows)
+    conv = [convergence(r, *ev.convergence_keys, patience_converges=ev.patience_converges) for r in ev.rows.to_dict('records')]
+    assert conv.count('still improving') == 3                          # seed 0's three pre-trained rows, nothing else
+    assert '3 of 9 rows started from a pre-training run still improving' in ev.note
+    rows['pretrain_best_step'] = rows['pretrain_best_step'].where(~pre, 1000)   # every pre-training run converged: none
+    ev = CLAIMS['sorting-pretraining-helps-abstractor'].evaluate(rows)
+    assert all(convergence(r, *ev.convergence_keys, patience_converges=ev.patience_converges) == 'converged'
+               for r in ev.rows.to_dict('records'))
