@@ -225,7 +225,8 @@ class LibrarySymbols(nn.Module):
         self.s = nn.Parameter(torch.randn(max_len, d_model))
     def forward(self, n: int) -> torch.Tensor:
         if check_count(n, 'n') > len(self.s): raise ValueError(f"n must be <= max_len={len(self.s)}, got {n}")
-        return self.s[:n]                                                   # (n, d)
+        return self.s[:n].clone()     # (n, d). A copy: a view of a parameter made under no_grad claims a gradient but has no
+                                      # grad_fn, which torch's module tracker (FlopCounterMode: `relbook estimate`) refuses
 
 SYMBOLS = {'learned': LearnedSymbols, 'sinusoidal': lambda max_len, d: SinusoidalSymbols(d),
            'relative': PositionRelativeSymbols, 'library': LibrarySymbols}
