@@ -312,6 +312,8 @@ class AbstractorConfig:
     symbols: str = 'learned'              # 'learned', 'sinusoidal', 'relative' (eq. 7) or 'library' (plain N(0, 1))
     max_len: int = 64                     # longest sequence the symbols cover
     residual: bool = True                 # A ← A + RCA(X, A) (and around the other sublayers)
+    rca_residual: str = 'states'          # what RCA's output is added to: 'states' (Algorithm 1) or 'objects' (A ← X + RCA(X, A):
+                                          # the authors' PyTorch AbstractorModuleLayer, a control; needs d_in = d_model)
     layer_norm: bool = True               # LayerNorm after each sublayer (post-LN, as the official code) ...
     norm_first: bool = False              # ... or before it (pre-LN: A ← A + f(LN(A)), RCA's queries and keys from LN(X))
     symbol_self_attention: bool = False   # self-attention on the abstract states first (2023 Alg. 4)
@@ -325,6 +327,8 @@ class AbstractorConfig:
         check_choice(self.symbols, 'symbols', tuple(SYMBOLS))
         if not 0.0 <= self.dropout < 1.0: raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.norm_first and not self.layer_norm: raise ValueError("norm_first=True places the LayerNorms: it needs layer_norm=True")
+        check_choice(self.rca_residual, 'rca_residual', ('states', 'objects'))
+        if self.rca_residual == 'objects' and not self.residual: raise ValueError("rca_residual='objects' is a residual: it needs residual=True")
 
 # %% ../nbs/03_abstractor.ipynb #c026
 class SymbolCrossAttention(nn.Module):
@@ -353,6 +357,8 @@ class AbstractorLayer(nn.Module):
             d_in, d, cfg.n_heads, cfg.d_k, cfg.d_v, cfg.sigma_rel, cfg.symmetric, cfg.diag_mask)
         self.an1, self.ff, self.an2 = AddNorm(d, **rn), FeedForward(d, cfg.d_ff, cfg.dropout), AddNorm(d, **rn)
         self.ln_x, self.ln2 = ln(d_in), ln(d)
+        self.to_objects = cfg.rca_residual == 'objects'                   # the authors' PyTorch layer: A ← X + RCA(X, A)
+        if self.to_objects and d_in != d: raise ValueError(f"rca_residual='objects' adds RCA's output to the objects: d_in={d_in} must equal d_model={d}")
 
     def forward(self, x, a, a_values, key_padding_mask=None, causal=False, relative=False, return_relations=False):
         "x: objects (b, n, d_in); a: states (b|1, n, d); a_values: what RCA sends (a, or the relative symbols)."
@@ -362,7 +368,7 @@ class AbstractorLayer(nn.Module):
         res = self.rca(self.ln_x(x), a_values, key_padding_mask=key_padding_mask, causal=causal, relative=relative,
                        return_relations=return_relations)
         msg, R = res if return_relations else (res, None)
-        a = self.an1(a, msg)
+        a = self.an1(x if self.to_objects else a, msg)
         a = self.an2(a, self.ff(self.ln2(a)))
         return (a, R) if return_relations else a
 
