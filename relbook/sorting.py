@@ -20,15 +20,15 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'PLATEAU_TOL', 'SECTION_5A', 'SECTION_5B', 'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE',
            'PLATEAU_LEFT', 'PLATEAU_UNCHECKED', 'PLATEAU_UNCHECKED_NONE', 'PLATEAU_PARTIAL', 'REACH', 'INFORMATIVE',
            'OFFICIAL_FIG5A', 'OFFICIAL_FIG5B', 'OFFICIAL_PRETRAIN_TF', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS',
-           'PRETRAIN_SCALE_VARIANTS', 'ROBUST_LEVELS', 'ADAM_EPS_PAPER', 'SortingObjects', 'sorting_objects',
-           'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'rng_kept', 'ScaledLinear',
-           'official_input_scales', 'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol',
-           'protocol_splits', 'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting',
-           'size_to_reach', 'evaluate_sorting', 'plateau_cells', 'with_budget', 'pretrain_still_rows', 'pretrain_still',
-           'retained', 'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment',
-           'pretraining_trial', 'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment',
-           'input_scale_cells', 'input_scale_trial', 'input_scale_plateau_trial',
-           'sorting_input_scale_plateau_experiment', 'sorting_input_scale_experiment',
+           'PLATEAU_MODELS', 'PRETRAIN_SCALE_VARIANTS', 'ROBUST_LEVELS', 'ADAM_EPS_PAPER', 'SortingObjects',
+           'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits', 'sorting_splits', 'rng_kept',
+           'ScaledLinear', 'official_input_scales', 'sorting_model', 'SortingProtocol', 'sorting_protocol',
+           'plateau_protocol', 'protocol_splits', 'transfer_weights', 'patience_stop', 'replay_patience',
+           'plateau_check', 'train_sorting', 'size_to_reach', 'evaluate_sorting', 'plateau_cells', 'with_budget',
+           'pretrain_still_rows', 'pretrain_still', 'retained', 'informative_levels', 'robustness_by_level',
+           'sorting_trial', 'object_sorting_experiment', 'pretraining_trial', 'sorting_pretraining_experiment',
+           'no_patience_trial', 'sorting_no_patience_experiment', 'input_scale_cells', 'input_scale_trial',
+           'input_scale_plateau_trial', 'sorting_input_scale_plateau_experiment', 'sorting_input_scale_experiment',
            'sorting_pretraining_scales_experiment', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
            'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
            'sorting_robustness_experiment', 'robustness_long', 'adam_eps_marks', 'adam_eps_trial',
@@ -209,10 +209,13 @@ def plateau_protocol(profile: str | None = None) -> tuple[dict, int, int | None]
     up to 19,825 updates), and the Ablation model at 500 (every seed stopped); 5 seeds; the sweep's whole budget, 20,000.
     Both, since 2026-11-28: the three models at 250 sequences, the smallest size, where patience stopped every run of both
     sweeps at its first chance, and where the quick Abstractor, trained on seed 0's data from two other draws of its
-    initial weights, left the plateau and sorted (the note after the one-model cell). Listed first, so that a run of the check does them first."""
+    initial weights, left the plateau and sorted (the note after the one-model cell). Listed first, so that a run of the check does them first.
+    quick, since 2026-11-29: also Figure 5b's Abstractor (a) from scratch (our input scales) at 250 and 500 sequences, where
+    patience stopped every `gpu` run of it on a plateau near 0 (listed last)."""
     decisive = ({'Abstractor': [250], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500]}, 5, None)
     return by_profile(smoke=({'Abstractor': [sorting_protocol('smoke').sizes[0]]}, 1, PLATEAU_STEPS),
-                      quick=({'Abstractor': [250, 500], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500]}, 3, PLATEAU_STEPS),
+                      quick=({'Abstractor': [250, 500], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500],
+                              'Abstractor (a)': [250, 500]}, 3, PLATEAU_STEPS),
                       gpu=decisive, full=decisive, profile=profile)
 
 def _cache_path(name: str, task: str, n_train: int, seed: int, cfg: TrainConfig, scales: str = 'book'):
@@ -422,10 +425,12 @@ def _in_cells(df: pd.DataFrame) -> pd.Series:
     return out
 
 def _cell_in(df: pd.DataFrame, cells) -> pd.Series:
-    "Per row: is its (model, training-set size) one of `cells`? (False for rows without those columns.)"
+    """Per row: is its (model, training-set size) one of `cells`? (False for rows without those columns, and for rows at the
+    official input scales: the plateau check trains at ours.)"""
     if not {'model', 'n_train'} <= set(df.columns): return pd.Series(False, index=df.index)
     cells = set(cells)
-    return pd.Series([pd.notna(n) and (m, int(n)) in cells for m, n in zip(df['model'], df['n_train'])], index=df.index)
+    ours = df['scales'].fillna('book').eq('book') if 'scales' in df.columns else pd.Series(True, index=df.index)
+    return pd.Series([pd.notna(n) and (m, int(n)) in cells for m, n in zip(df['model'], df['n_train'])], index=df.index) & ours
 
 def _cells_text(cells) -> str:
     "(model, size) cells as the notes name them: 'Ablation at 1,000, Abstractor at 250'."
@@ -722,9 +727,11 @@ def sorting_pretraining_experiment() -> pd.DataFrame:
                                                  seed=list(range(proto.seeds))), pretraining_trial)
 
 # %% ../nbs/05_object_sorting.ipynb #plateau-def
+PLATEAU_MODELS = (*SORTING_VARIANTS, 'Abstractor (a)')   # Figure 5a's models and Figure 5b's from-scratch Abstractor (a)
+
 def no_patience_trial(model: str, n_train: int, seed: int) -> dict:
     "A learning-curve trial trained for its whole step budget (no patience); the best model by validation loss is restored."
-    check_choice(model, 'model', SORTING_VARIANTS)
+    check_choice(model, 'model', PLATEAU_MODELS)
     net, info = train_sorting(model, n_train, seed, stop=False)
     return {**evaluate_sorting(net, protocol_splits(seed).data('test')), **info, 'n_params': count_params(net)}
 

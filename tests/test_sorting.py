@@ -164,7 +164,8 @@ def test_plateau_check_keeps_its_budget(monkeypatch):
     cells, seeds, cap = so.plateau_protocol('gpu')
     assert cells == {'Abstractor': [250], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500]} and seeds == 5 and cap is None
     cells, seeds, cap = so.plateau_protocol('quick')
-    assert cells['Ablation'] == [250, 1000, 500] and all(cells[m] == [250, 500] for m in ('Abstractor', 'Transformer'))
+    assert cells['Ablation'] == [250, 1000, 500] and all(cells[m] == [250, 500] for m in ('Abstractor', 'Transformer', 'Abstractor (a)'))
+    assert list(cells)[-1] == 'Abstractor (a)' and set(cells) <= set(so.PLATEAU_MODELS)                # Figure 5b's model last
     assert all(sizes[0] == 250 for sizes in cells.values()) and list(cells)[0] == 'Abstractor'   # the smallest size first
     assert (seeds, cap) == (3, so.PLATEAU_STEPS)
 
@@ -454,3 +455,11 @@ def test_a_pretraining_run_still_improving_makes_its_fine_tuned_rows_still_impro
     ev = CLAIMS['sorting-pretraining-helps-abstractor'].evaluate(rows)
     assert all(convergence(r, *ev.convergence_keys, patience_converges=ev.patience_converges) == 'converged'
                for r in ev.rows.to_dict('records'))
+
+
+def test_a_plateau_cell_reaches_rows_at_our_input_scales_only():
+    # the plateau check trains at our scales: a cell it found wanting says nothing of a run at the official ones
+    df = pd.DataFrame([dict(model='Abstractor (a)', n_train=250, scales=s) for s in ('official', 'book', None)]
+                      + [dict(model='Abstractor (a)', n_train=500, scales='book')])
+    assert so._cell_in(df, [('Abstractor (a)', 250)]).tolist() == [False, True, True, False]
+    assert so._cell_in(df.drop(columns='scales'), [('Abstractor (a)', 250)]).tolist() == [True, True, True, False]
