@@ -14,11 +14,11 @@ from .core import check_shape, check_choice, check_positive, check_floating, che
 # %% auto #0
 __all__ = ['SIGMA_REL', 'SYMBOLS', 'ARCHITECTURES', 'WIRING', 'ABSTRACTOR_CLAIMS', 'ORDER_ABSTRACTOR', 'ABSTRACTOR_ORDER_MODELS',
            'OFFICIAL_ORDER_STOP', 'MATH_TPLUS_D', 'check_sigma_rel', 'allowed_pairs', 'relative_table', 'rca_kernel',
-           'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LearnedSymbols', 'SinusoidalSymbols',
-           'PositionRelativeSymbols', 'LibrarySymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm', 'EncoderLayer',
-           'Encoder', 'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor', 'DecoderLayer',
-           'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq', 'count_params',
-           'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment',
+           'RelationalCrossAttention', 'rca_reference', 'sinusoidal', 'LibrarySymbols', 'LearnedSymbols',
+           'SinusoidalSymbols', 'PositionRelativeSymbols', 'MultiHeadAttention', 'FeedForward', 'AddNorm',
+           'EncoderLayer', 'Encoder', 'AbstractorConfig', 'SymbolCrossAttention', 'AbstractorLayer', 'Abstractor',
+           'DecoderLayer', 'MultiAttentionDecoder', 'Seq2SeqConfig', 'TokenEmbedding', 'EncoderDecoder', 'make_seq2seq',
+           'count_params', 'AbstractorClassifier', 'abstractor_order_model', 'abstractor_order_experiment',
            'abstractor_order_official_experiment', 'math_models']
 
 # %% ../nbs/03_abstractor.ipynb #c005
@@ -184,17 +184,25 @@ def sinusoidal(n: int, d: int, device: torch.device | str | None = None) -> torc
     pe[:, 0::2] = torch.sin(pos * freq); pe[:, 1::2] = torch.cos(pos * freq)[:, : d // 2]
     return pe
 
-class LearnedSymbols(nn.Module):
-    "Learned symbols s_1…s_L; returned as s·√d + PE (the official initialisation and scaling)."
+class LibrarySymbols(nn.Module):
+    "A learned library s_1…s_L ~ N(0, 1), returned as is (no √d, no PE): the PyTorch official code's `PositionalSymbolRetriever`."
     relative = False
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
         check_positive(max_len, 'max_len'); check_positive(d_model, 'd_model')
         self.s = nn.Parameter(torch.randn(max_len, d_model))
-        self.register_buffer('pe', sinusoidal(max_len, d_model), persistent=False)
     def forward(self, n: int) -> torch.Tensor:
         if check_count(n, 'n') > len(self.s): raise ValueError(f"n must be <= max_len={len(self.s)}, got {n}")
-        return self.s[:n] * math.sqrt(self.s.shape[1]) + self.pe[:n]       # (n, d)
+        return self.s[:n].clone()     # (n, d). A copy: a view of a parameter made under no_grad claims a gradient but has no
+                                      # grad_fn, which torch's module tracker (FlopCounterMode: `relbook estimate`) refuses
+
+class LearnedSymbols(LibrarySymbols):
+    "Learned symbols s_1…s_L; returned as s·√d + PE (the official initialisation and scaling)."
+    def __init__(self, max_len: int, d_model: int):
+        super().__init__(max_len, d_model)
+        self.register_buffer('pe', sinusoidal(max_len, d_model), persistent=False)
+    def forward(self, n: int) -> torch.Tensor:
+        return super().forward(n) * math.sqrt(self.s.shape[1]) + self.pe[:n]       # (n, d)
 
 class SinusoidalSymbols(nn.Module):
     "Non-parametric symbols: the sinusoidal position encoding (any length)."
@@ -215,18 +223,6 @@ class PositionRelativeSymbols(nn.Module):
     def forward(self, n: int) -> torch.Tensor:
         if check_count(n, 'n') > self.max_len: raise ValueError(f"n must be <= max_len={self.max_len}, got {n}")
         return self.s[self.max_len - n: self.max_len + n - 1]               # (2n-1, d), offset o at o+n-1
-
-class LibrarySymbols(nn.Module):
-    "A learned library s_1…s_L ~ N(0, 1), returned as is (no √d, no PE): the PyTorch official code's `PositionalSymbolRetriever`."
-    relative = False
-    def __init__(self, max_len: int, d_model: int):
-        super().__init__()
-        check_positive(max_len, 'max_len'); check_positive(d_model, 'd_model')
-        self.s = nn.Parameter(torch.randn(max_len, d_model))
-    def forward(self, n: int) -> torch.Tensor:
-        if check_count(n, 'n') > len(self.s): raise ValueError(f"n must be <= max_len={len(self.s)}, got {n}")
-        return self.s[:n].clone()     # (n, d). A copy: a view of a parameter made under no_grad claims a gradient but has no
-                                      # grad_fn, which torch's module tracker (FlopCounterMode: `relbook estimate`) refuses
 
 SYMBOLS = {'learned': LearnedSymbols, 'sinusoidal': lambda max_len, d: SinusoidalSymbols(d),
            'relative': PositionRelativeSymbols, 'library': LibrarySymbols}
