@@ -479,7 +479,7 @@ def pretrain_still_rows(rows: pd.DataFrame) -> pd.Series:
     return out
 
 def pretrain_still(rows: pd.DataFrame) -> int:
-    "How many of the rows' pre-training runs count as still improving (`pretrain_still_rows`; each makes its row still improving)."
+    "How many of the rows started from a pre-training run still improving (`pretrain_still_rows`; each such row is still improving)."
     return int(pretrain_still_rows(rows).sum())
 
 def _pretrain_note(df: pd.DataFrame, model: str) -> str:
