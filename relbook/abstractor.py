@@ -9,7 +9,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import check_shape, check_choice, check_positive, check_floating, check_ids, check_count
+from .core import check_shape, check_choice, check_positive, check_floating, check_ids, check_count, check_finite
 
 # %% auto #0
 __all__ = ['SIGMA_REL', 'SYMBOLS', 'ARCHITECTURES', 'WIRING', 'ABSTRACTOR_CLAIMS', 'ORDER_ABSTRACTOR', 'ABSTRACTOR_ORDER_MODELS',
@@ -321,7 +321,7 @@ class AbstractorConfig:
             if getattr(self, k) is not None: check_positive(getattr(self, k), k)
         self.sigma_rel = check_sigma_rel(self.sigma_rel)
         check_choice(self.symbols, 'symbols', tuple(SYMBOLS))
-        if not 0.0 <= self.dropout < 1.0: raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_finite(self.dropout, 'dropout', lo=0, hi=1, hi_open=True)
         if self.norm_first and not self.layer_norm: raise ValueError("norm_first=True places the LayerNorms: it needs layer_norm=True")
         check_choice(self.rca_residual, 'rca_residual', ('states', 'objects'))
         if self.rca_residual == 'objects' and not self.residual: raise ValueError("rca_residual='objects' is a residual: it needs residual=True")

@@ -12,7 +12,7 @@ import torch
 import gymnasium as gym
 from gymnasium import spaces
 import matplotlib.pyplot as plt
-from .core import check_choice, check_positive
+from .core import check_choice, check_positive, check_finite
 
 # %% auto #0
 __all__ = ['ACTIONS', 'MOVES', 'BLANK', 'GENERATOR_VERSION', 'BoxWorldConfig', 'slots', 'palette', 'Puzzle', 'generate_puzzle',
@@ -63,7 +63,7 @@ class BoxWorldConfig:
         check_choice(self.inventory_colour, 'inventory_colour', ('official', 'floor'))
         object.__setattr__(self, 'solution_lengths', _int_tuple(self.solution_lengths, 'solution_lengths', 1))
         object.__setattr__(self, 'n_distractors', _int_tuple(self.n_distractors, 'n_distractors', 0))
-        if not 0 <= self.bridge_prob <= 1: raise ValueError(f"bridge_prob must be in [0, 1], got {self.bridge_prob}")
+        check_finite(self.bridge_prob, 'bridge_prob', lo=0, hi=1)
         if self.horizon is not None: check_positive(self.horizon, 'horizon')
         (need_slots, need_colours), n_slots = self.demand(), len(_slots(self.rows, self.cols))
         if need_slots > n_slots:

@@ -277,12 +277,16 @@ def check_floating(x: torch.Tensor, name: str, like: torch.Tensor | torch.dtype 
                          f"(convert the input or the module with .to(dtype))")
     return x
 
-def check_finite(value: Any, name: str, lo: float | None = None) -> float:
-    "Raise ValueError unless `value` is a finite real number (>= `lo` if given; bools and NaN refused)."
+def check_finite(value: Any, name: str, lo: float | None = None, hi: float | None = None, *, hi_open: bool = False) -> float:
+    """Raise ValueError unless `value` is a finite real number (bools and NaN refused), >= `lo` if given and <= `hi` if given
+    (< `hi` if `hi_open`); the message names the range asked for: '[lo, hi]', '[lo, hi)', '>= lo' or '<= hi'."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if not ok or not np.isfinite(value) or (lo is not None and not value >= lo):
-        raise ValueError(f"{name} must be a finite number{f' >= {lo}' if lo is not None else ''}, got {value!r}")
-    return value
+    if ok and np.isfinite(value) and (lo is None or value >= lo) and (hi is None or (value < hi if hi_open else value <= hi)):
+        return value
+    close = ')' if hi_open else ']'
+    rng = (f' in [{lo}, {hi}{close}' if lo is not None and hi is not None else f' >= {lo}' if lo is not None
+           else f" {'<' if hi_open else '<='} {hi}" if hi is not None else '')
+    raise ValueError(f"{name} must be a finite number{rng}, got {value!r}")
 
 def _is_ids(t: torch.Tensor) -> bool:
     "An integer tensor (the dtypes token ids may have): not floating, complex or bool."

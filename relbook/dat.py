@@ -182,7 +182,7 @@ class DualAttention(nn.Module):
         check_positive(rope_base, 'rope_base', integer=False, finite=True)
         if not isinstance(rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {rel_bias!r}")
         for k, v in dict(attn_dropout=attn_dropout, out_dropout=out_dropout).items():
-            if not (isinstance(v, (int, float)) and 0 <= v < 1): raise ValueError(f"{k} must be in [0, 1), got {v!r}")
+            check_finite(v, k, lo=0, hi=1, hi_open=True)
         self.attn_dropout, self.out_dropout = float(attn_dropout), float(out_dropout)
         self.rope, self.rope_base, self.head_type = rope, rope_base, head_type
         self.checkpoint_blocks = True   # recompute the blocked path's blocks in backward: training memory linear in n
@@ -468,7 +468,7 @@ class DATConfig:
         check_choice(self.pos_enc, 'pos_enc', ('learned', 'sinusoidal', 'rope', 'none'))
         check_choice(self.norm_type, 'norm_type', ('layernorm', 'rmsnorm')); check_choice(self.activation, 'activation', ('relu', 'gelu', 'swiglu'))
         if not isinstance(self.rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {self.rel_bias!r}")
-        if not 0 <= self.dropout < 1: raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_finite(self.dropout, 'dropout', lo=0, hi=1, hi_open=True)
         check_choice(self.dropout_placement, 'dropout_placement', DROPOUT_PLACEMENTS)
         n_h = self.n_heads_sa + self.n_heads_ra
         if min(self.n_heads_sa, self.n_heads_ra) < 0 or n_h < 1:

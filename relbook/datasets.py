@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from .core import check_choice, check_positive, check_seed, check_shape, data_dir, to_device, check_count
+from .core import check_choice, check_positive, check_seed, check_shape, data_dir, to_device, check_count, check_finite
 
 # %% auto #0
 __all__ = ['CIFAR', 'DEBIAN_DOCS', 'DEBIAN_CORPUS', 'load_cifar', 'write_cifar_batch', 'load_digits_images', 'split_indices',
@@ -188,7 +188,7 @@ def mixup_cutmix(x: torch.Tensor,          # (b, c, h, w) images
     "The batch mixed with a shuffled copy of itself by MixUp or CutMix: images (b, c, h, w) float, soft targets (b, k)."
     sizes = check_shape(x, 'x', ('b', None, 'h', 'w')); check_shape(y_onehot, 'y_onehot', ('b', None), sizes)
     check_positive(alpha, 'alpha', integer=False); _check_generator(generator)
-    if not isinstance(p_cutmix, (int, float)) or not 0 <= p_cutmix <= 1: raise ValueError(f"p_cutmix must be in [0, 1], got {p_cutmix!r}")
+    check_finite(p_cutmix, 'p_cutmix', lo=0, hi=1)
     b, _, h, w = x.shape
     perm = to_device(torch.randperm(b, generator=generator), x.device)   # the images stay where they are
     u_cut, u_y, u_x = torch.rand(3, generator=generator).tolist()

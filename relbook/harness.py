@@ -224,8 +224,7 @@ class TrainConfig:
             if getattr(self, k) is not None: check_positive(getattr(self, k), k)
         check_positive(self.eval_batch_size, 'eval_batch_size')
         check_finite(self.min_delta, 'min_delta', lo=0)
-        if not (check_finite(self.min_lr_ratio, 'min_lr_ratio', lo=0) < 1):
-            raise ValueError(f"min_lr_ratio must be a finite number in [0, 1), got {self.min_lr_ratio!r}")
+        check_finite(self.min_lr_ratio, 'min_lr_ratio', lo=0, hi=1, hi_open=True)
         if self.baseline is not None: check_finite(self.baseline, 'baseline')
         if self.tie_break is not None and not (isinstance(self.tie_break, str) and self.tie_break):
             raise ValueError(f"tie_break must be a metric name (str) or None, got {self.tie_break!r}")

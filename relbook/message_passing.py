@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 from einops import rearrange
 from scipy.optimize import linprog
-from .core import by_profile, check_shape, check_choice, check_positive
+from .core import by_profile, check_shape, check_choice, check_positive, check_finite
 from .harness import grid, run_sweep, experiment
 from .relations import mlp
 
@@ -169,7 +169,7 @@ def corrupt(A: np.ndarray,          # (d, n) clean states S R
     "Add gross errors to round(eps·d) random entries of every column of A (eq. 3.9)."
     A, S = _as_matrix(A, 'A'), _as_matrix(S, 'S')
     check_choice(kind, 'kind', CORRUPTIONS)
-    if not 0 <= eps <= 1: raise ValueError(f"eps must be in [0, 1], got {eps!r}")
+    check_finite(eps, 'eps', lo=0, hi=1)
     if A.shape[0] != S.shape[0]: raise ValueError(f"A must have d={S.shape[0]} rows like S, got shape {A.shape}")
     rng = rng or np.random.default_rng()
     (d, n), n_bad, out = A.shape, int(round(eps * A.shape[0])), A.copy()

@@ -90,8 +90,7 @@ class RMSPropTF(torch.optim.Optimizer):
                  momentum: float = 0.0,     # TF momentum: m ← μ m + κ g/√(r+ε); x ← x − m
                  initial_r: float = 1.0):   # r before the first step (TF1 starts at 1)
         check_positive(lr, 'lr', integer=False, finite=True)
-        if not 0 <= alpha < 1: raise ValueError(f"alpha must be in [0, 1), got {alpha}")          # NaN fails these comparisons too
-        if not 0 <= momentum < 1: raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+        for k, v in (('alpha', alpha), ('momentum', momentum)): check_finite(v, k, lo=0, hi=1, hi_open=True)
         for k, v in (('eps', eps), ('initial_r', initial_r)): check_finite(v, k, lo=0)           # NaN or inf would poison every weight
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, momentum=momentum, initial_r=initial_r))
 
@@ -112,14 +111,6 @@ class RMSPropTF(torch.optim.Optimizer):
         return loss
 
 # %% ../nbs/94_rl.ipynb #c018
-def _check_range(cfg, name: str, lo: float, hi: float | None = None, lo_open: bool = False, hi_open: bool = False):
-    v = getattr(cfg, name)
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (v > lo if lo_open else v >= lo) \
-        and (hi is None or (v < hi if hi_open else v <= hi))
-    if not ok:
-        want = f"{'(' if lo_open else '['}{lo}, {'inf)' if hi is None else str(hi) + (')' if hi_open else ']')}"
-        raise ValueError(f"{name} must be in {want}, got {v!r}")
-
 @dataclass
 class RLConfig:
     n_envs: int = 32                  # E: environments stepped together (32 unrolls of 40 = the paper's batch of 1280)
@@ -145,9 +136,11 @@ class RLConfig:
         if self.optimizer not in ('rmsprop', 'adam'): raise ValueError(f"optimizer must be one of ('rmsprop', 'adam'), got {self.optimizer!r}")
         for k in ('n_envs', 'unroll', 'total_frames', 'log_every_frames'): check_positive(getattr(self, k), k)
         for k in ('lr', 'rho_bar', 'c_bar'): check_positive(getattr(self, k), k, integer=False)
-        _check_range(self, 'rms_alpha', 0, 1, hi_open=True); _check_range(self, 'rms_momentum', 0, 1, hi_open=True)
-        _check_range(self, 'gamma', 0, 1)
-        for k in ('rms_eps', 'rms_init', 'entropy_cost', 'baseline_cost', 'checkpoint_secs'): _check_range(self, k, 0)
+        for k in ('rms_alpha', 'rms_momentum'): check_finite(getattr(self, k), k, lo=0, hi=1, hi_open=True)
+        check_finite(self.gamma, 'gamma', lo=0, hi=1)
+        for k in ('rms_eps', 'rms_init', 'entropy_cost', 'baseline_cost'): check_finite(getattr(self, k), k, lo=0)   # inf poisons every weight
+        if isinstance(self.checkpoint_secs, bool) or not isinstance(self.checkpoint_secs, (int, float)) or not self.checkpoint_secs >= 0:
+            raise ValueError(f"checkpoint_secs must be a number >= 0 (inf: never), got {self.checkpoint_secs!r}")
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False)
         check_count(self.policy_lag, 'policy_lag')
 

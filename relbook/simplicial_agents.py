@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .core import by_profile, check_shape, check_choice, check_positive, check_seed, get_device, results_dir, atomic_write, get_profile, check_version
+from .core import by_profile, check_shape, check_choice, check_positive, check_seed, get_device, results_dir, atomic_write, get_profile, check_version, check_finite
 from .harness import Classification, TrainConfig, fit, grid, run_sweep, experiment, _fit_probe
 from .simplicial import SimplicialConfig, SimplicialEncoder, RELATIONAL, SIMPLICIAL
 from .boxworld import (BoxWorldConfig, VecBoxWorld, bridge_dataset, generate_puzzle, expert_action, state_key,
@@ -387,7 +387,7 @@ class DaggerConfig:
         for k in ('rounds', 'demos_per_round', 'steps_per_round', 'batch_size', 'n_val', 'evals_per_round', 'rollout_envs'):
             check_positive(getattr(self, k), k)
         check_positive(self.lr, 'lr', integer=False, finite=True)
-        if not (isinstance(self.beta, (int, float)) and 0 <= self.beta <= 1): raise ValueError(f"beta must be a number in [0, 1], got {self.beta!r}")
+        check_finite(self.beta, 'beta', lo=0, hi=1)
         if self.evals_per_round > self.steps_per_round:
             raise ValueError(f"evals_per_round must be <= steps_per_round ({self.steps_per_round}), got {self.evals_per_round}")
 

@@ -10,7 +10,7 @@ __all__ = ['tpr_bind', 'tpr_unbind', 'dual_basis', 'hadamard_bind', 'TPMultiHead
 # %% ../nbs/06_tp_transformer.ipynb #c002
 import math
 import torch, torch.nn as nn, torch.nn.functional as F
-from .core import check_shape, check_positive, check_floating, check_dtype, check_ids
+from .core import check_shape, check_positive, check_floating, check_dtype, check_ids, check_finite
 
 # %% ../nbs/06_tp_transformer.ipynb #c003
 def tpr_bind(f: torch.Tensor,  # (b, m, d_f) fillers
@@ -136,7 +136,7 @@ class TPConfig:
         for k in ('vocab', 'd_model', 'n_heads', 'd_ff', 'n_enc_layers', 'n_dec_layers', 'max_len'): check_positive(getattr(self, k), k)
         if self.d_model % self.n_heads: raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if not 0 <= self.pad_id < self.vocab: raise ValueError(f"pad_id must be in [0, {self.vocab}), got {self.pad_id}")
-        if not 0 <= self.dropout < 1: raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_finite(self.dropout, 'dropout', lo=0, hi=1, hi_open=True)
         if self.markers is not None and (len(self.markers) != 2 or any(not 0 <= m < self.vocab or m == self.pad_id for m in self.markers)):
             raise ValueError(f"markers must be (start id, end id) in [0, {self.vocab}) other than pad_id, got {self.markers!r}")
 

@@ -5,6 +5,8 @@ bad config values, the CLI) must end as 'clear' (a ValueError/TypeError naming t
 edge case that ran and gave finite numbers, or NaN in and NaN out). Property-based checks (hypothesis) follow.
 """
 import math
+import re
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st, HealthCheck
@@ -61,6 +63,30 @@ def test_check_finite_refuses_nan_inf_and_bools(v):
     if good: assert check_finite(v, 'temperature', lo=0) == v
     else:
         with pytest.raises(ValueError, match='temperature must be a finite number >= 0'): check_finite(v, 'temperature', lo=0)
+
+
+@FAST
+@given(v=numbers, hi_open=st.booleans())
+def test_check_finite_closed_and_half_open_ranges(v, hi_open):
+    good = not isinstance(v, bool) and math.isfinite(v) and 0 <= v and (v < 1 if hi_open else v <= 1)
+    if good: assert check_finite(v, 'p', lo=0, hi=1, hi_open=hi_open) == v
+    else:
+        with pytest.raises(ValueError, match=r'p must be a finite number in \[0, 1' + (r'\)' if hi_open else r'\]')):
+            check_finite(v, 'p', lo=0, hi=1, hi_open=hi_open)
+
+
+@pytest.mark.parametrize('make, message', [      # rates and probabilities that bools, strings or inf used to pass (or crash with a TypeError)
+    (lambda: __import__('relbook.message_passing', fromlist=['x']).corrupt(np.ones((6, 1)), np.ones((6, 1)), True), 'eps must be a finite number in [0, 1]'),
+    (lambda: __import__('relbook.boxworld', fromlist=['x']).BoxWorldConfig(bridge_prob=True), 'bridge_prob must be a finite number in [0, 1]'),
+    (lambda: __import__('relbook.abstractor', fromlist=['x']).AbstractorConfig(dropout='0.1'), 'dropout must be a finite number in [0, 1)'),
+    (lambda: __import__('relbook.tpr', fromlist=['x']).TPConfig(vocab=10, dropout=float('nan')), 'dropout must be a finite number in [0, 1)'),
+    (lambda: __import__('relbook.dat', fromlist=['x']).DATConfig(dropout=True), 'dropout must be a finite number in [0, 1)'),
+    (lambda: __import__('relbook.rl', fromlist=['x']).RLConfig(entropy_cost=float('inf')), 'entropy_cost must be a finite number >= 0'),
+    (lambda: __import__('relbook.rl', fromlist=['x']).RLConfig(rms_momentum='0'), 'rms_momentum must be a finite number in [0, 1)'),
+    (lambda: __import__('relbook.harness', fromlist=['x']).TrainConfig(min_lr_ratio=1.0), 'min_lr_ratio must be a finite number in [0, 1)'),
+])
+def test_rates_refuse_bools_strings_and_inf(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)): make()
 
 
 @FAST

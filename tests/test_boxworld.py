@@ -60,7 +60,7 @@ def test_constants_slots_palette():
 @pytest.mark.parametrize('kwargs, message', [
     (dict(solution_lengths=(1, 4)), 'needs 11 box slots but a 7x9 board has 9'),
     (dict(n_colours=5), 'n_colours must be >= 6'),
-    (dict(bridge_prob=-0.1), 'bridge_prob must be in [0, 1]'),
+    (dict(bridge_prob=-0.1), 'bridge_prob must be a finite number in [0, 1]'),
     (dict(solution_lengths=(0, 1)), 'solution_lengths must be a non-empty tuple of ints >= 1'),
     (dict(n_distractors=(-1,)), 'n_distractors must be a non-empty tuple of ints >= 0'),
     (dict(horizon=0), 'horizon must be a positive int'),

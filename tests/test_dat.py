@@ -129,7 +129,7 @@ def test_official_shapes():
                                      (dict(d_model=32, n_heads_sa=4, n_heads_ra=4, n_kv_heads=3), 'n_kv_heads'),
                                      (dict(d_model=32, n_heads_sa=2, n_heads_ra=2, head_type='x'), 'head_type'),
                                      (dict(d_model=27, n_heads_sa=1, n_heads_ra=2, rope=True), 'rope'),
-                                     (dict(d_model=32, n_heads_sa=2, n_heads_ra=2, attn_dropout=1.0), r'attn_dropout must be in \[0, 1\)'),
+                                     (dict(d_model=32, n_heads_sa=2, n_heads_ra=2, attn_dropout=1.0), r'attn_dropout must be a finite number in \[0, 1\)'),
                                      (dict(d_model=32, n_heads_sa=2, n_heads_ra=2, out_dropout=-0.1), 'out_dropout')])
 def test_bad_configs(kw, msg):
     d, sa, ra = kw.pop('d_model'), kw.pop('n_heads_sa'), kw.pop('n_heads_ra')

@@ -215,7 +215,7 @@ def test_mixup_cutmix_bad_arguments():
     g = torch.Generator()
     x, y = torch.rand(4, 3, 8, 8), torch.eye(4)
     with pytest.raises(ValueError, match='alpha must be a positive number'): mixup_cutmix(x, y, -1.0, g)
-    with pytest.raises(ValueError, match=r'p_cutmix must be in \[0, 1\]'): mixup_cutmix(x, y, 1.0, g, p_cutmix=2)
+    with pytest.raises(ValueError, match=r'p_cutmix must be a finite number in \[0, 1\]'): mixup_cutmix(x, y, 1.0, g, p_cutmix=2)
     with pytest.raises(ValueError, match='y_onehot must have shape'): mixup_cutmix(x, y[:3], 1.0, g)
     with pytest.raises(ValueError, match='generator must be a torch.Generator'): mixup_cutmix(x, y, 1.0, None)
 

@@ -207,7 +207,7 @@ def test_imitation_claims_are_in_the_ledger_and_mark_the_last_round_best_as_stil
 
 @pytest.mark.parametrize('kwargs, message', [
     (dict(rounds=0), 'rounds must be a positive int'), (dict(demos_per_round=1.5), 'demos_per_round must be a positive int'),
-    (dict(lr=-1e-3), 'lr must be a positive'), (dict(beta=1.5), 'beta must be a number in'),
+    (dict(lr=-1e-3), 'lr must be a positive'), (dict(beta=1.5), 'beta must be a finite number in'),
     (dict(steps_per_round=2, evals_per_round=4), 'evals_per_round must be <= steps_per_round'),
     (dict(rollout_envs=0), 'rollout_envs must be a positive int')])
 def test_dagger_config_rejects_bad_values(kwargs, message):

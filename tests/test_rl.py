@@ -98,11 +98,11 @@ def test_rmsprop_tf_is_the_papers_form():
     # ... and differ at ε = 0.1
     assert not torch.allclose(run(lambda p: RMSPropTF(p, lr=0.01, initial_r=0.0)),
                               run(lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.99, eps=0.1)))
-    with pytest.raises(ValueError, match='momentum must be in'):
+    with pytest.raises(ValueError, match=r'momentum must be a finite number in \[0, 1\)'):
         RMSPropTF([torch.zeros(1, requires_grad=True)], momentum=1.0)
     for kw, msg in ((dict(eps=float('nan')), 'eps must be a finite number'), (dict(initial_r=float('nan')), 'initial_r must be a finite'),
                     (dict(eps=-0.1), 'eps must be a finite number >= 0'), (dict(lr=float('inf')), 'lr must be'),
-                    (dict(alpha=float('nan')), 'alpha must be in')):
+                    (dict(alpha=float('nan')), 'alpha must be a finite number in')):
         with pytest.raises(ValueError, match=msg):
             RMSPropTF([torch.zeros(1, requires_grad=True)], **kw)
 
@@ -120,9 +120,9 @@ def test_rlconfig_defaults_and_validation():
     assert (cfg.lr, cfg.rms_alpha, cfg.rms_eps, cfg.rms_momentum, cfg.entropy_cost, cfg.gamma, cfg.unroll) == \
         (2e-4, 0.99, 0.1, 0.0, 5e-3, 0.99, 40)
     assert cfg.batch == 1280
-    for bad, msg in [(dict(gamma=-0.1), 'gamma must be in'), (dict(rho_bar=0), 'rho_bar must be a positive'),
+    for bad, msg in [(dict(gamma=-0.1), 'gamma must be a finite number in'), (dict(rho_bar=0), 'rho_bar must be a positive'),
                      (dict(policy_lag=1.5), 'policy_lag must be an int'), (dict(grad_clip=0), 'grad_clip must be a positive'),
-                     (dict(n_envs=0), 'n_envs must be a positive int'), (dict(rms_eps=-1), 'rms_eps must be in')]:
+                     (dict(n_envs=0), 'n_envs must be a positive int'), (dict(rms_eps=-1), 'rms_eps must be a finite number >= 0')]:
         with pytest.raises(ValueError, match=msg):
             RLConfig(**bad)
 
