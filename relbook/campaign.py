@@ -72,13 +72,12 @@ def prepare(names: Sequence[str] | None = None, profile: str = 'gpu', workers: i
 # with the robustness study (which reuses Figure 5a's 3,000-sequence models) is one, the pre-training study another; each
 # is priced a little over 25 minutes and runs as several campaign commands, which resume one another. Its plateau check
 # (Figure 5a's trials where patience stopped seeds on a low plateau, trained for the whole 20,000-update budget) is a third: it
-# decides whether run 1's patience stops count as converged. Run 2's Abstractor (a) at the official input scales (its weak from-scratch
-# baseline is our scales') is a fourth, short one; its Transformers at those scales a fifth.
+# decides whether run 1's patience stops count as converged. Run 2's Abstractor (a) and Transformers at the official input scales (the
+# Abstractor (a)'s weak from-scratch baseline is our scales') are a fourth (about 22 min expected with 4 workers).
 GPU_RUNS = {'chapter 5, run 1': ['object_sorting', 'sorting_robustness'],
             'chapter 5, plateau check': ['sorting_no_patience'],
             'chapter 5, run 2': ['sorting_pretraining'],
-            'chapter 5, official scales': ['sorting_pretraining_scales'],
-            'chapter 5, official scales (Transformer)': ['sorting_pretraining_scales_tf'],
+            'chapter 5, official scales': ['sorting_pretraining_scales', 'sorting_pretraining_scales_tf'],
             'chapter 7': ['math_benchmark'],
             'chapter 7, roles': ['tp_roles'],
             'chapter 11, run 1': ['boxworld_imitation'],
