@@ -19,21 +19,21 @@ __all__ = ['N_A', 'N_B', 'D_A', 'D_B', 'SEQ_LEN', 'START', 'DROPOUT', 'SORTING_M
            'OFFICIAL_OBJECTS_SCALED', 'SORTING_TRAIN', 'SORTING_TRAIN_LITERAL', 'TRANSFERS', 'PLATEAU_STEPS',
            'PLATEAU_TOL', 'SECTION_5A', 'SECTION_5B', 'SECTION_8', 'CONVERGENCE', 'PATIENCE_CONVERGES', 'PLATEAU_NOTE',
            'PLATEAU_LEFT', 'PLATEAU_UNCHECKED', 'PLATEAU_UNCHECKED_NONE', 'PLATEAU_PARTIAL', 'REACH', 'INFORMATIVE',
-           'OFFICIAL_FIG5A', 'OFFICIAL_FIG5B', 'OFFICIAL_PRETRAIN_TF', 'SORTING_VARIANTS', 'PRETRAIN_VARIANTS',
-           'PLATEAU_MODELS', 'PRETRAIN_SCALE_VARIANTS', 'PRETRAIN_SCALE_TF_VARIANTS', 'ROBUST_LEVELS', 'ADAM_EPS_PAPER',
-           'SortingObjects', 'sorting_objects', 'sample_sequences', 'sorting_tensors', 'SortingSplits',
-           'sorting_splits', 'rng_kept', 'ScaledLinear', 'official_input_scales', 'sorting_model', 'SortingProtocol',
-           'sorting_protocol', 'plateau_protocol', 'protocol_splits', 'transfer_weights', 'patience_stop',
-           'replay_patience', 'plateau_check', 'train_sorting', 'size_to_reach', 'evaluate_sorting', 'plateau_cells',
-           'with_budget', 'pretrain_still_rows', 'pretrain_still', 'retained', 'informative_levels',
-           'robustness_by_level', 'sorting_trial', 'object_sorting_experiment', 'pretraining_trial',
-           'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment', 'input_scale_cells',
-           'input_scale_trial', 'input_scale_plateau_trial', 'sorting_input_scale_plateau_experiment',
-           'sorting_input_scale_experiment', 'sorting_pretraining_scales_experiment',
-           'sorting_pretraining_scales_tf_experiment', 'random_orthogonal', 'corrupt_objects', 'robustness_trial',
-           'robustness_eval', 'dropout_redraw_trial', 'sorting_dropout_redraw_experiment',
-           'sorting_robustness_experiment', 'robustness_long', 'adam_eps_marks', 'adam_eps_trial',
-           'sorting_adam_eps_experiment']
+           'OFFICIAL_FIG5A', 'OFFICIAL_FIG5B', 'OFFICIAL_PRETRAIN_TF', 'PAPER_5B_TF', 'SORTING_VARIANTS',
+           'PRETRAIN_VARIANTS', 'PLATEAU_MODELS', 'PRETRAIN_SCALE_VARIANTS', 'PRETRAIN_SCALE_TF_VARIANTS',
+           'ROBUST_LEVELS', 'ADAM_EPS_PAPER', 'SortingObjects', 'sorting_objects', 'sample_sequences',
+           'sorting_tensors', 'SortingSplits', 'sorting_splits', 'rng_kept', 'ScaledLinear', 'official_input_scales',
+           'sorting_model', 'SortingProtocol', 'sorting_protocol', 'plateau_protocol', 'protocol_splits',
+           'transfer_weights', 'patience_stop', 'replay_patience', 'plateau_check', 'train_sorting', 'size_to_reach',
+           'evaluate_sorting', 'plateau_cells', 'with_budget', 'pretrain_still_rows', 'pretrain_still', 'retained',
+           'informative_levels', 'robustness_by_level', 'sorting_trial', 'object_sorting_experiment',
+           'pretraining_trial', 'sorting_pretraining_experiment', 'no_patience_trial', 'sorting_no_patience_experiment',
+           'input_scale_cells', 'input_scale_trial', 'input_scale_plateau_trial',
+           'sorting_input_scale_plateau_experiment', 'sorting_input_scale_experiment',
+           'sorting_pretraining_scales_experiment', 'sorting_pretraining_scales_tf_experiment', 'random_orthogonal',
+           'corrupt_objects', 'robustness_trial', 'robustness_eval', 'dropout_redraw_trial',
+           'sorting_dropout_redraw_experiment', 'sorting_robustness_experiment', 'robustness_long', 'adam_eps_marks',
+           'adam_eps_trial', 'sorting_adam_eps_experiment']
 
 # %% ../nbs/05_object_sorting.ipynb #c005
 N_A, N_B, D_A, D_B, SEQ_LEN = 4, 12, 4, 8, 10      # §4.2: 4 × 12 objects in ℝ^(4+8); sequences of 10
@@ -641,10 +641,11 @@ claim(id='sorting-pretraining-helps-abstractor', chapter='05_object_sorting', pa
           f"sorts {OFFICIAL_FIG5B['Abstractor (a)'][500]:.2f} there); at the official scales it does, and the gain shrinks: "
           "sorting-pretraining-helps-abstractor-official-scales")))
 
+PAPER_5B_TF = (f"official logs: Transformer {max(OFFICIAL_FIG5B['Transformer'].values()):.1f} at every size up to 1,000, "
+               f"from scratch and pre-trained; its pre-training run reached {OFFICIAL_PRETRAIN_TF}")   # both Transformer claims'
 claim(id='sorting-pretraining-transformer-no-benefit', chapter='05_object_sorting', paper='altabaa2024abstractors',
       where='§4.2, Fig. 5b', claim='The Transformer does not benefit from the same pre-training (margin ±0.05).',
-      paper_value=(f"official logs: Transformer {max(OFFICIAL_FIG5B['Transformer'].values()):.1f} at every size up to 1,000, "
-                   f"from scratch and pre-trained; its pre-training run reached {OFFICIAL_PRETRAIN_TF}"),
+      paper_value=PAPER_5B_TF,
       experiments=('sorting_pretraining',), metric='greedy full-sequence test accuracy, mean over training sizes',
       comparison=("Transformer pre-trained (decoder only, the official script's transfer) − from scratch, paired by seed; "
                   "equivalence within ±0.05"), section=SECTION_5B,
@@ -666,8 +667,7 @@ claim(id='sorting-pretraining-helps-abstractor-official-scales', chapter='05_obj
 claim(id='sorting-pretraining-transformer-no-benefit-official-scales', chapter='05_object_sorting', paper='altabaa2024abstractors',
       where='§4.2, Fig. 5b', claim=('The Transformer does not benefit from the same pre-training (margin ±0.05; the Transformer with '
                                     "the official code's input scales)."),
-      paper_value=(f"official logs: Transformer {max(OFFICIAL_FIG5B['Transformer'].values()):.1f} at every size up to 1,000, "
-                   f"from scratch and pre-trained; its pre-training run reached {OFFICIAL_PRETRAIN_TF}"),
+      paper_value=PAPER_5B_TF,
       experiments=('sorting_pretraining_scales_tf',), metric='greedy full-sequence test accuracy, mean over training sizes',
       comparison=("Transformer pre-trained (decoder only, the official script's transfer) − from scratch, both at the official "
                   "input scales, paired by seed; equivalence within ±0.05"),
