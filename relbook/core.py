@@ -15,7 +15,7 @@ __all__ = ['PROFILES', 'GPU_SIZED', 'get_profile', 'set_profile', 'using_profile
            'repo_root', 'git_sha', 'data_dir', 'results_dir', 'atomic_write', 'source_hash', 'committed_source_hash',
            'cpu_model', 'to_device', 'cuda_graphs_on', 'device_name', 'loaded_code', 'provenance', 'check_shape',
            'check_choice', 'check_seed', 'check_count', 'check_index', 'check_version', 'check_positive', 'check_dtype',
-           'check_floating', 'check_finite', 'tag_id_range', 'check_ids']
+           'check_floating', 'check_finite', 'check_seconds', 'tag_id_range', 'check_ids']
 
 # %% ../nbs/90_core.ipynb #c004
 PROFILES = ('smoke', 'quick', 'gpu', 'full')
@@ -287,6 +287,12 @@ def check_finite(value: Any, name: str, lo: float | None = None, hi: float | Non
     rng = (f' in [{lo}, {hi}{close}' if lo is not None and hi is not None else f' >= {lo}' if lo is not None
            else f" {'<' if hi_open else '<='} {hi}" if hi is not None else '')
     raise ValueError(f"{name} must be a finite number{rng}, got {value!r}")
+
+def check_seconds(value: Any, name: str) -> float:
+    "Raise ValueError unless `value` is a number of seconds >= 0 (inf allowed: never; bools and NaN refused): an interval."
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0 (inf: never), got {value!r}")
+    return value
 
 def _is_ids(t: torch.Tensor) -> bool:
     "An integer tensor (the dtypes token ids may have): not floating, complex or bool."

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 try: import fcntl                      # POSIX file locks: workers sharing a store claim trials with them
 except ImportError: fcntl = None        # (elsewhere a store serves one worker at a time)
 from .core import (PROFILES, get_profile, using_profile, seed_everything, get_device, provenance,
-                          results_dir, check_choice, check_positive, check_finite, atomic_write, tag_id_range,
+                          results_dir, check_choice, check_positive, check_finite, check_seconds, atomic_write, tag_id_range,
                           cuda_graphs_on, to_device, _is_ids, device_name)
 
 # %% auto #0
@@ -229,8 +229,7 @@ class TrainConfig:
         if self.tie_break is not None and not (isinstance(self.tie_break, str) and self.tie_break):
             raise ValueError(f"tie_break must be a metric name (str) or None, got {self.tie_break!r}")
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False, finite=True)   # a negative clip would train uphill
-        if not (isinstance(self.checkpoint_secs, (int, float)) and self.checkpoint_secs >= 0):
-            raise ValueError(f"checkpoint_secs must be a number >= 0, got {self.checkpoint_secs!r}")
+        check_seconds(self.checkpoint_secs, 'checkpoint_secs')
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | None = None,
                    capturable: bool = False) -> torch.optim.Optimizer:

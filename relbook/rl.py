@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from .core import get_device, atomic_write, check_shape, check_positive, check_finite, device_name, check_count
+from .core import get_device, atomic_write, check_shape, check_positive, check_finite, check_seconds, device_name, check_count
 from .harness import _trial_checkpoint, _trial_clock, _trial_elapsed, _progress_enabled, _fit_probe, deadline, BudgetExhausted
 from .relations import mlp
 
@@ -139,8 +139,7 @@ class RLConfig:
         for k in ('rms_alpha', 'rms_momentum'): check_finite(getattr(self, k), k, lo=0, hi=1, hi_open=True)
         check_finite(self.gamma, 'gamma', lo=0, hi=1)
         for k in ('rms_eps', 'rms_init', 'entropy_cost', 'baseline_cost'): check_finite(getattr(self, k), k, lo=0)   # inf poisons every weight
-        if isinstance(self.checkpoint_secs, bool) or not isinstance(self.checkpoint_secs, (int, float)) or not self.checkpoint_secs >= 0:
-            raise ValueError(f"checkpoint_secs must be a number >= 0 (inf: never), got {self.checkpoint_secs!r}")
+        check_seconds(self.checkpoint_secs, 'checkpoint_secs')
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False)
         check_count(self.policy_lag, 'policy_lag')
 

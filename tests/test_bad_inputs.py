@@ -84,6 +84,8 @@ def test_check_finite_closed_and_half_open_ranges(v, hi_open):
     (lambda: __import__('relbook.rl', fromlist=['x']).RLConfig(entropy_cost=float('inf')), 'entropy_cost must be a finite number >= 0'),
     (lambda: __import__('relbook.rl', fromlist=['x']).RLConfig(rms_momentum='0'), 'rms_momentum must be a finite number in [0, 1)'),
     (lambda: __import__('relbook.harness', fromlist=['x']).TrainConfig(min_lr_ratio=1.0), 'min_lr_ratio must be a finite number in [0, 1)'),
+    (lambda: __import__('relbook.harness', fromlist=['x']).TrainConfig(checkpoint_secs=True), 'checkpoint_secs must be a number >= 0 (inf: never)'),
+    (lambda: __import__('relbook.rl', fromlist=['x']).RLConfig(checkpoint_secs=float('nan')), 'checkpoint_secs must be a number >= 0 (inf: never)'),
 ])
 def test_rates_refuse_bools_strings_and_inf(make, message):
     with pytest.raises(ValueError, match=re.escape(message)): make()
