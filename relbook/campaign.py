@@ -20,9 +20,9 @@ __all__ = ['PREPARERS', 'MISSING', 'GPU_RUNS', 'GPU_HOLD', 'CHECKS', 'USES', 'AR
            'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'QUICK_TARGET_MIN', 'parse_budget', 'preparer', 'unprepared',
            'prepare', 'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack', 'pack_carried',
            'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'NoSweep', 'intercept', 'probe_trials',
-           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'estimate', 'load_throughput', 'best_setting',
-           'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu', 'load_gpu_plan', 'render_runbook',
-           'chapter_of', 'quick_cost_frame']
+           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'gpu_bound_workers', 'shared_wall', 'estimate',
+           'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
+           'load_gpu_plan', 'worker_caps', 'render_runbook', 'chapter_of', 'quick_cost_frame']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -469,7 +469,8 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
     if device: os.environ['RELBOOK_DEVICE'] = str(get_device(device))
     since = _store_sizes(profile)
     finished, stopped, failed, mps_on, hard_stopped = [], None, {}, False, []
-    base = dict(profile=profile, order=order, workers=workers, budget_s=total, commit=loaded_code()['git_sha'],
+    caps = worker_caps(order, profile, workers) if workers > 1 and get_device(device).type == 'cuda' else {}
+    base = dict(profile=profile, order=order, workers=workers, caps=caps, budget_s=total, commit=loaded_code()['git_sha'],
                 unprepared={n: m[:3] + ([f'{len(m) - 3} more'] if len(m) > 3 else []) for n, m in lacking.items()},
                 **{k: v for k, v in provenance().items() if k in ('device', 'device_name', 'torch')})
     hard, grace = _hard_deadline(started, total, reserve)
@@ -489,7 +490,8 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
                profile, *order]
         with mps_daemon(mps) as mps_on:                   # the workers start inside: they are MPS clients if it runs
             env.update({k: v for k, v in os.environ.items() if k.startswith('CUDA_MPS_')})
-            procs = [subprocess.Popen(cmd, env=env) for _ in range(workers)]
+            procs = [subprocess.Popen(cmd, env={**env, 'RELBOOK_WORKER': str(i), 'RELBOOK_WORKER_CAPS': json.dumps(caps)})
+                     for i in range(workers)]
             def tick():                                   # the rows so far, in case the command is killed before the end
                 try: pack(out, profile, since, started, dict(base, interim=True, finished=[], stopped=None, mps=mps_on,
                                                                wall_s=round(time.time() - started, 1)), whole_lines=True)
@@ -517,9 +519,13 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
     return m
 
 def _worker(argv: Sequence[str]) -> int:
-    "One campaign worker process: run the experiments in order until done (0) or the budget is spent (3)."
+    """One campaign worker process: run the experiments in order until done (0) or the budget is spent (3). Worker
+    `$RELBOOK_WORKER` (0, 1, ...) skips an experiment whose cap in `$RELBOOK_WORKER_CAPS` (`worker_caps`) is that many
+    workers or fewer, and goes on to the next."""
     profile, *order = argv
+    me, caps = int(os.environ.get('RELBOOK_WORKER', 0)), json.loads(os.environ.get('RELBOOK_WORKER_CAPS') or '{}')
     for n in order:
+        if me >= caps.get(n, math.inf): continue
         try: run_experiment(n, profile)
         except BudgetExhausted: return 3
     return 0
@@ -724,14 +730,17 @@ def probe_trials(name: str, profile: str = 'gpu', limit: int | None = None, work
                             rest_s=max(0.0, rest - outer.s)))     # CPU time outside torch (data, Python), as it costs here
     return out
 
-def trial_seconds(rec: dict, c: float, flops_per_s: float = F_EFF, step_share: float = 1.0) -> float:
-    "Estimated GPU seconds of one probed trial: its fits' updates and validations, its other operators, the rest as timed here."
-    t = rec['rest_s'] + c * rec.get('ops_rest', 0)
+def trial_seconds(rec: dict, c: float, flops_per_s: float = F_EFF, step_share: float = 1.0, arithmetic_only: bool = False) -> float:
+    """Estimated GPU seconds of one probed trial: its fits' updates and validations, its other operators, the rest as timed here.
+    `arithmetic_only`: its FLOPs at `flops_per_s` alone, the part that processes sharing one GPU cannot overlap (their operator
+    launches, host work and waits can: `shared_wall`)."""
+    a = 0.0 if arithmetic_only else 1.0
+    t = a * (rec['rest_s'] + c * rec.get('ops_rest', 0))
     for f in rec['fits']:
         steps = step_share * f['max_steps']
         ops = f['ops_step'] + (0 if f.get('optimizer_counted') else OPT_OPS + (CLIP_OPS if f['grad_clip'] else 0))
-        t += steps * (c * ops + f['flops_step'] / flops_per_s + f.get('host_step_s', 0.0))   # host: a NumPy environment's steps
-        t += math.ceil(steps / f['eval_every']) * (c * f['ops_val'] + f['flops_val'] / flops_per_s)
+        t += steps * (a * (c * ops + f.get('host_step_s', 0.0)) + f['flops_step'] / flops_per_s)   # host: a NumPy environment's steps
+        t += math.ceil(steps / f['eval_every']) * (a * c * f['ops_val'] + f['flops_val'] / flops_per_s)
     return t
 
 # %% ../nbs/97_campaign.ipynb #est-cal
@@ -784,6 +793,25 @@ def makespan(minutes: Sequence[float], workers: int) -> float:
     for m in minutes: heapq.heapreplace(free, free[0] + m)
     return max(free)
 
+def _arith(e: dict) -> float:
+    "The GPU arithmetic of all of a plan entry's trials, in minutes (0 where the entry was probed before it was recorded)."
+    return sum(m * k for m, k in e.get('flop_min', []))
+
+def gpu_bound_workers(e: dict, workers: int) -> int:
+    """How many of `workers` processes keep one GPU's arithmetic busy on the experiment of plan entry `e`: its trials' minutes
+    alone over their arithmetic's minutes, rounded up (at least 1); `workers` where the entry has no arithmetic recorded.
+    More processes add no throughput to work the GPU's arithmetic already bounds; they only finish every trial later, and
+    leave more of them half done when a budget ends (on an H200 on 2026-11-29, 14 `dat_lm` trials started together, and
+    3 had finished when a 418 s campaign ended: each needs some 0.6 minutes of arithmetic at the plan's FLOP rate)."""
+    a = _arith(e)
+    return workers if a <= 0 else max(1, min(workers, math.ceil(sum(m * k for m, k in e['trial_min']) / a - 1e-9)))
+
+def shared_wall(e: dict, workers: int, slow: float = 1.0) -> float:
+    """Wall minutes of the experiment of plan entry `e` on one GPU shared by up to `workers` processes (as many as
+    `gpu_bound_workers` allows), each trial `slow` times longer than alone: the makespan of its trials, and never less than
+    their arithmetic (`flop_min`), which processes sharing one GPU cannot overlap."""
+    return max(makespan([m * slow for m, k in e['trial_min'] for _ in range(k)], gpu_bound_workers(e, workers)), _arith(e))
+
 def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: int = 4,
              out: str | Path | None = GPU_PLAN, cal: dict | None = None) -> dict:
     """Estimated H100 minutes of each experiment at `profile` (default: every one a campaign would run), written to (merged into) `out`.
@@ -805,7 +833,9 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
             sized0 = core.GPU_SIZED[0]; gpu_trials = intercept(n, profile)[0]; sized = core.GPU_SIZED[0] > sized0   # a gpu value of its own
             own = profile == 'quick' or sized or [trial_key(t) for t in gpu_trials] != [trial_key(t) for t in intercept(n, 'quick')[0]]
             bound = sum(trial_seconds(r, cal['c']) * r['trials'] for r in recs) / 60
-            per = [trial_seconds(r, cal['c'], step_share=_step_share(n, r['config'], budgets)) / 60 for r in recs]   # one trial of each configuration
+            shares = [_step_share(n, r['config'], budgets) for r in recs]
+            per = [trial_seconds(r, cal['c'], step_share=s) / 60 for r, s in zip(recs, shares)]   # one trial of each configuration
+            arith = [trial_seconds(r, cal['c'], step_share=s, arithmetic_only=True) / 60 for r, s in zip(recs, shares)]
             expected = sum(m * r['trials'] for m, r in zip(per, recs))
             steps = [f['max_steps'] for r in recs for f in r['fits']]
             exps[n] = dict(trials=sum(r['trials'] for r in recs), configs=len(recs), own_sizes=bool(own), step_share=round(share, 3),
@@ -814,8 +844,10 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
                            rest_s=round(sum(r['rest_s'] * r['trials'] for r in recs), 1),
                            bound_min=round(bound, 1), expected_min=round(expected, 1),
                            trial_min=[[round(m, 3), r['trials']] for m, r in zip(per, recs)],
-                           wall_min=round(makespan([m for m, r in zip(per, recs) for _ in range(r['trials'])], workers), 1),
-                           after=names[:i])     # wall: no shorter than its longest trial (tp_roles: 2 trials, 4 workers)
+                           flop_min=[[round(m, 4), r['trials']] for m, r in zip(arith, recs)],   # the part workers cannot overlap
+                           after=names[:i])
+            # wall: no shorter than its longest trial (tp_roles: 2 trials, 4 workers), nor than all its trials' arithmetic
+            exps[n]['wall_min'] = round(shared_wall(exps[n], workers), 1)
             if share_note: exps[n]['share_note'] = share_note
     plan_ = dict(profile=profile, workers=workers, commit=commit, probed_on=provenance().get('device_name'),
                  calibration={k: (round(v, 9) if isinstance(v, float) else v) for k, v in cal.items()},
@@ -969,7 +1001,10 @@ def _run_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] |
              "experiment's sweep is whole ([](96_evidence.ipynb)). *Expected wall* is the estimate over the plan's "
              f"{gp['workers']} workers" + ('' if opts == f"--workers {gp['workers']}" else f", not over the measured setting the "
              f"commands use (`{opts}`)") + '.' + (f" *At `{opts}`* spreads the same trials over {scaled[0]} workers, each trial "
-             f"{scaled[1]:.2f} times longer: one worker's updates per second over each of {scaled[0]}'s, as measured (above); "
+             f"{scaled[1]:.2f} times longer: one worker's updates per second over each of {scaled[0]}'s, as measured (above), but never "
+             "in less time than all its trials' arithmetic at the plan's FLOP rate, which processes sharing one GPU cannot "
+             "overlap; an experiment whose arithmetic fewer workers keep busy runs on that many (named in the cell: the "
+             "campaign caps them, `worker_caps`, and sends the others on to the next experiment); "
              "still an estimate, and still the whole run, stored trials included. *Longest trial* is the run's longest trial at that setting: "
              f"over {COMMAND_LIMIT_MIN} minutes, the limit of one command on the GPU machine, it finishes only if its checkpoint "
              "comes back in the campaign's archive and is carried to the next command." if extra else ''), '',
@@ -989,8 +1024,9 @@ def _run_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] |
             together = all(e.get('after', []) == names[:i] for i, e in enumerate(es))
             wall = f"{t:.1f}" + ('' if together else ' (estimated separately)') + (f' **over {RUN_LIMIT_MIN}**' if t > RUN_LIMIT_MIN else '')
             if extra:
-                ts = sum(makespan([m * scaled[1] for m, k in e['trial_min'] for _ in range(k)], scaled[0]) for e in es); total_s += ts
-                at = f"{ts:.1f}" + (f' **over {RUN_LIMIT_MIN}**' if ts > RUN_LIMIT_MIN else '')
+                ts = sum(shared_wall(e, scaled[0], scaled[1]) for e in es); total_s += ts
+                capped = [f"`{n}` on {w}" for n, e in zip(names, es) if (w := gpu_bound_workers(e, scaled[0])) < scaled[0]]
+                at = f"{ts:.1f}" + (f' **over {RUN_LIMIT_MIN}**' if ts > RUN_LIMIT_MIN else '') + (f" ({', '.join(capped)})" if capped else '')
                 lt = max(m for e in es for m, _ in e['trial_min']) * scaled[1]
                 longest = f"{lt:.1f}" + (' **over one command**' if lt > COMMAND_LIMIT_MIN else '')
         lines.append(f"| {run} | {', '.join(f'`{n}`' for n in names)} | {wall} | " + (f"{at} | {longest} | " if extra else '')
@@ -1077,6 +1113,15 @@ def load_gpu_plan(path: str | Path | None = None) -> dict | None:
     p = Path(path) if path else (repo_root() or Path.cwd()) / GPU_PLAN
     return json.loads(p.read_text()) if p.exists() else None
 
+def worker_caps(order: Sequence[str], profile: str, workers: int, gp: dict | None = None) -> dict[str, int]:
+    """For a campaign of `workers` processes on one GPU: the experiments of `order` that fewer processes keep busy, as
+    {name: how many} (`gpu_bound_workers`, from the plan `gp`, default the committed one, when it is of the same profile).
+    The other workers go on to the next experiment; a campaign's manifest records the caps (`caps`)."""
+    gp = load_gpu_plan() if gp is None else gp
+    if not gp or gp.get('profile') != profile: return {}
+    ex = gp['experiments']
+    return {n: w for n in order if n in ex and 'note' not in ex[n] and (w := gpu_bound_workers(ex[n], workers)) < workers}
+
 def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput: Sequence[dict] | None = None,
                    judged: Sequence | None = None, chapter_costs: pd.DataFrame | None = None) -> str:
     """The 'Reproduce on a GPU' page: the commands, then what each experiment has cost where it ran (measured, never guessed),
@@ -1113,16 +1158,16 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              '.venv/bin/relbook claims                            # re-judge every claim; commit rows, pages and notebooks',
              '```', '',
              'Through this project\'s device tool (10 minutes a command, 15 minutes of device time a session; tested on an H100 on '
-             '2026-11-26; on 2026-11-28 `status` named the machine it lends an NVIDIA H200, Hopper like the H100, on which '
-             'nothing has run yet: `scripts/device_run.sh` runs `tests/test_cuda.py` before its campaign and turns CUDA graphs on '
-             'only if they pass, rows name the device they ran on, and the minutes below are H100 estimates) no venv is built: the machine\'s python3 has torch and every requirement of `settings.ini` but `gymnasium` '
+             '2026-11-26, and on an NVIDIA H200, Hopper like the H100, on 2026-11-29, where `tests/test_cuda.py` passed, 15 tests '
+             'in 118 s against 34-49 s on the H100; rows name the device they ran on, and the minutes below are H100 '
+             'estimates) no venv is built: the machine\'s python3 has torch and every requirement of `settings.ini` but `gymnasium` '
              'and `mathematics-dataset` (which `relbook` imports when it loads the experiments), and no nbdev. '
              '`bash scripts/device_kit.sh` downloads their wheels at home into the git-ignored `.whl/` (`NB=1`: also nbdev, a '
              'Jupyter kernel and myst-nb\'s `glue`, into `.whl/nb/`, for the notebooks at smoke); commit (the copy that travels has no `.git`, so the '
              'rows take their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl` and the cache folders of the experiments it may reach (above). '
              '`scripts/device_run.sh` is that command: it installs the wheels, runs `tests/test_cuda.py` and turns CUDA graphs on '
              'only if it passes (once per tree on a warm machine: a later call with the same commit, package and wheels reuses the '
-             'outcome kept in the git-ignored `.device_state/`, some 45 s of device time saved), and gives the campaign what is left '
+             'outcome kept in the git-ignored `.device_state/`: 45-120 s of device time saved; its log shows the six slowest tests), and gives the campaign what is left '
              'of the command\'s limit less 40 s, its archives in `$OUT`; '
              'with `NBTEST=1` it runs the notebooks at smoke on the GPU instead (`make nbtest-cuda` without a venv; its '
              '`nbtest.log` stamps each line with the time and names each notebook as it starts and ends), then '
@@ -1178,6 +1223,21 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'budget, the other 3 checkpointed and carried back; 5 of that campaign\'s workers exited with an error once every '
              'remaining trial was running in another worker (the experiment sorted the rows of an empty sweep; a sweep with no '
              'rows now returns its parameters\' columns, and a test renders every experiment from an empty store). '
+             'The first H200 session (2026-11-29, package `97f8768`, 14 workers under MPS, CUDA graphs on) sent `dat_lm '
+             'dat_vision sorting_pretraining_scales sorting_pretraining_scales_tf` to a 418 s campaign after the 118 s of tests: '
+             'all 14 workers took a `dat_lm` trial at once, and when the budget ended 3 had finished (the Transformers, 343 s '
+             'each, against 58 s estimated alone); the other 11, checkpointed on the warm machine (270 MB each, too large to '
+             'send back), resumed in a second call\'s 224 s campaign, which finished 3 more (DAT with RCA heads). 6 of the 15 '
+             '`dat_lm` trials came home and nothing else; every language-model fit trained eagerly (`graphed_steps` 0: its '
+             'learning rate warms up and decays, which a graph does not replay). The plan had spread those trials over 14 '
+             'workers as if they overlapped like the object-sorting steps (each 1.07 times longer), but their arithmetic, '
+             'about 0.6 minutes a trial at the plan\'s 100 TFLOP/s, cannot overlap on one GPU: 14 trials need some 8 minutes '
+             'of it between them, whatever the number of workers. A plan\'s entries now record each configuration\'s '
+             'arithmetic (`flop_min`), a run\'s minutes are never fewer than its arithmetic, and a campaign on CUDA caps each '
+             'experiment at the workers that keep the GPU\'s arithmetic busy (`worker_caps`, recorded in the manifest as '
+             '`caps`), so that its trials finish one after another within the budget instead of all together after it; '
+             'the other workers go on to the next experiment. The entries probed before 2026-11-29 have no arithmetic '
+             'recorded, hence no floor and no cap, until `relbook estimate` probes them again. '
              'What the tool sends back is what lies under `$OUT` (at most 8 files, 64 MiB in all). Merge each archive at home '
              'before the next call: every call copies the working tree over the machine\'s, tracked result stores included, so '
              'rows a command wrote and did not send back are overwritten there (on 2026-11-26 a second call on the same warm '
@@ -1189,7 +1249,8 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'seed starts from the one pre-trained model of that seed. Two experiments cannot hand an interrupted trial on to a '
              'later session: a checkpoint holds the weights and Adam\'s two moments, about 148 MB for a `tp_roles` model at `gpu` '
              '(12.3 M parameters) and about 200 MB for a `dat_lm` one (16.7 M), over the 64 MiB a command sends back, so such a '
-             'trial restarts from scratch (the campaign\'s warning names it). A `dat_lm` trial is short (1.0-1.7 estimated minutes); '
+             'trial restarts from scratch (the campaign\'s warning names it). A `dat_lm` trial is short alone (1.0-1.7 estimated '
+             'minutes), though 14 of them sharing one H200 took 6 to 9 minutes each (above); '
              'a `tp_roles` trial is not (15 and 18 estimated minutes, eager): within a session it can go on, since the machine '
              'keeps git-ignored files (`results/checkpoints/` among them) between calls while it is warm, so run `tp_roles` alone, '
              'in two calls back to back (the second with `GRAPHS=1` once the first\'s tests passed, which saves their 35-50 s). '

@@ -55,7 +55,7 @@ if [ "$GRAPHS" = auto ]; then
     else
       rm -f "$STATE/test_cuda.key"
       # its log stays out of $OUT: a command sends back 8 files, and the campaign's archives may use every one
-      if timeout 180 ${TEST_CUDA:-"$PY" -m pytest -q -rf -p no:cacheprovider tests/test_cuda.py} > "$STATE/test_cuda.log" 2>&1; then GRAPHS=1
+      if timeout 180 ${TEST_CUDA:-"$PY" -m pytest -q -rf --durations=6 -p no:cacheprovider tests/test_cuda.py} > "$STATE/test_cuda.log" 2>&1; then GRAPHS=1
       elif grep -q '^FAILED' "$STATE/test_cuda.log" && ! grep '^FAILED' "$STATE/test_cuda.log" | grep -qv 'test_cuda_graph_trains_the_math_models'; then
         # only the mathematics models' graph test failed: graphs for the rest, their fits (task AlsoOn) eager
         GRAPHS=1; export RELBOOK_GRAPHS_REFUSE=AlsoOn
