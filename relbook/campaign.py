@@ -22,7 +22,7 @@ __all__ = ['PREPARERS', 'MISSING', 'GPU_RUNS', 'GPU_HOLD', 'CHECKS', 'USES', 'AR
            'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'NoSweep', 'intercept', 'probe_trials',
            'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'gpu_bound_workers', 'shared_wall', 'estimate',
            'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
-           'load_gpu_plan', 'worker_caps', 'render_runbook', 'chapter_of', 'quick_cost_frame']
+           'load_gpu_plan', 'worker_caps', 'graphable', 'render_runbook', 'chapter_of', 'quick_cost_frame']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -633,7 +633,7 @@ REAL_FIT_S = 20.0   # a fit whose whole budget would take at most this long here
 
 def _probe_fit(records: list, outer: _OpCounter | None = None):
     "A stand-in for `fit` that measures one training step and one validation instead of training (`outer` pauses meanwhile)."
-    from relbook.harness import fit
+    from relbook.harness import fit, graph_refusal
     def probe(model, task, train, val, cfg, opt, sched, amp, gen, max_steps, eval_every, device, seed):
         if outer is not None: outer.paused = True
         n, ranges = n_items(train), _id_ranges(train)     # batches tagged as fit tags them: ids are not read back
@@ -647,7 +647,8 @@ def _probe_fit(records: list, outer: _OpCounter | None = None):
         if val is not None: o_val, f_val = _count(lambda: task.evaluate(model, val, cfg.eval_batch_size))
         records.append(dict(max_steps=int(max_steps), eval_every=int(eval_every), ops_step=o_step, flops_step=f_step,
                             ops_val=o_val, flops_val=f_val, grad_clip=bool(cfg.grad_clip), cpu_step_s=t_step,
-                            probe_s=time.perf_counter() - t_start, trained=max_steps * t_step <= REAL_FIT_S))
+                            probe_s=time.perf_counter() - t_start, trained=max_steps * t_step <= REAL_FIT_S,
+                            graph_refusal=graph_refusal(task, cfg, torch.device('cuda'))))   # as on a GPU: None, it would be graphed
         try:
             if not records[-1]['trained']: return FitResult([], 0, float('nan'), 0, False, 0.0, int(max_steps))
             token = _fit_probe.set(None)          # cheap: train it for real, so that what depends on it works
@@ -663,7 +664,8 @@ def _probe_fit(records: list, outer: _OpCounter | None = None):
             h0, t0 = host_s(), time.perf_counter(); o_step, f_step = _count(step)
             records.append(dict(max_steps=int(max_steps), eval_every=int(max_steps), ops_step=o_step, flops_step=f_step,
                                 ops_val=0, flops_val=0, grad_clip=False, optimizer_counted=True, cpu_step_s=time.perf_counter() - t0,
-                                host_step_s=host_s() - h0, probe_s=time.perf_counter() - t_start, trained=False))
+                                host_step_s=host_s() - h0, probe_s=time.perf_counter() - t_start, trained=False,
+                                graph_refusal='not a fit: its loop replays no graph'))
         finally:
             if outer is not None: outer.paused = False
     probe.loop = loop            # for loops that are not fits (relbook.rl.train_actor_critic)
@@ -848,6 +850,9 @@ def estimate(names: Sequence[str] | None = None, profile: str = 'gpu', workers: 
                            after=names[:i])
             # wall: no shorter than its longest trial (tp_roles: 2 trials, 4 workers), nor than all its trials' arithmetic
             exps[n]['wall_min'] = round(shared_wall(exps[n], workers), 1)
+            refusals = [f.get('graph_refusal', '?') for r in recs for f in r['fits']]
+            exps[n]['graphable'] = any(x is None for x in refusals)     # some fit would replay its step as a CUDA graph
+            if not exps[n]['graphable']: exps[n]['graph_refusal'] = max(set(refusals), key=refusals.count) if refusals else 'no fits'
             if share_note: exps[n]['share_note'] = share_note
     plan_ = dict(profile=profile, workers=workers, commit=commit, probed_on=provenance().get('device_name'),
                  calibration={k: (round(v, 9) if isinstance(v, float) else v) for k, v in cal.items()},
@@ -1109,8 +1114,8 @@ def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] 
     return lines
 
 def load_gpu_plan(path: str | Path | None = None) -> dict | None:
-    "The committed estimates (`results/gpu_plan.json`), or None."
-    p = Path(path) if path else (repo_root() or Path.cwd()) / GPU_PLAN
+    "The committed estimates (`results/gpu_plan.json`; `$RELBOOK_GPU_PLAN` names another file), or None."
+    p = Path(path or os.environ.get('RELBOOK_GPU_PLAN') or (repo_root() or Path.cwd()) / GPU_PLAN)
     return json.loads(p.read_text()) if p.exists() else None
 
 def worker_caps(order: Sequence[str], profile: str, workers: int, gp: dict | None = None) -> dict[str, int]:
@@ -1121,6 +1126,15 @@ def worker_caps(order: Sequence[str], profile: str, workers: int, gp: dict | Non
     if not gp or gp.get('profile') != profile: return {}
     ex = gp['experiments']
     return {n: w for n in order if n in ex and 'note' not in ex[n] and (w := gpu_bound_workers(ex[n], workers)) < workers}
+
+def graphable(names: Sequence[str] | None = None, profile: str = 'gpu', gp: dict | None = None) -> dict[str, bool | None]:
+    """For each experiment of a campaign's order (`plan(names, profile)`): whether some fit of it would replay its training
+    step as a CUDA graph (True), none would (False: `graph_refusal` refuses every fit the plan's probe saw, asked as if on a
+    GPU), or the plan `gp` (default the committed one, when of the same profile) does not say (None). `relbook graphable`
+    prints it; `scripts/device_run.sh` skips the GPU check that decides on graphs where every answer is False."""
+    gp = load_gpu_plan() if gp is None else gp
+    ex = gp.get('experiments', {}) if gp and gp.get('profile') == profile else {}
+    return {n: ex.get(n, {}).get('graphable') for n in plan(names, profile)}
 
 def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput: Sequence[dict] | None = None,
                    judged: Sequence | None = None, chapter_costs: pd.DataFrame | None = None) -> str:
@@ -1167,7 +1181,9 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'rows take their commit from `RELBOOK_GIT_SHA`), and send one command with `carry` naming `.whl` and the cache folders of the experiments it may reach (above). '
              '`scripts/device_run.sh` is that command: it installs the wheels, runs `tests/test_cuda.py` and turns CUDA graphs on '
              'only if it passes (once per tree on a warm machine: a later call with the same commit, package and wheels reuses the '
-             'outcome kept in the git-ignored `.device_state/`: 45-120 s of device time saved; its log shows the six slowest tests), and gives the campaign what is left '
+             'outcome kept in the git-ignored `.device_state/`: 45-120 s of device time saved; its log shows the six slowest tests; '
+             'and not at all where `relbook graphable` finds, by the plan, that no experiment of the campaign would replay a '
+             'graph, as no fit of `dat_lm` or `dat_vision` does, their learning rates warming up and decaying), and gives the campaign what is left '
              'of the command\'s limit less 40 s, its archives in `$OUT`; '
              'with `NBTEST=1` it runs the notebooks at smoke on the GPU instead (`make nbtest-cuda` without a venv; its '
              '`nbtest.log` stamps each line with the time and names each notebook as it starts and ends), then '

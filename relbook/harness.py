@@ -855,8 +855,14 @@ def run_experiment(name: str, profile: str | None = None) -> pd.DataFrame:
 
 # %% ../nbs/91_harness.ipynb #c028
 def _campaign_cli(a) -> int:
-    "`relbook campaign | merge | prepare | estimate | throughput` (relbook.campaign)."
+    "`relbook campaign | merge | prepare | estimate | throughput | graphable` (relbook.campaign)."
     from relbook import campaign as cp
+    if a.cmd == 'graphable':     # exit 3: no experiment of this campaign would replay CUDA graphs (device_run.sh skips their check)
+        g = cp.graphable(a.names or None, a.profile)
+        ex = (cp.load_gpu_plan() or {}).get('experiments', {})
+        for n, v in g.items():
+            print(f"{n:24s} " + {True: 'yes', None: 'unknown: the plan does not say'}.get(v, f"no ({ex.get(n, {}).get('graph_refusal', '?')})"))
+        return 3 if g and not any(v is None or v for v in g.values()) else 0
     if a.cmd == 'estimate':
         gp = cp.estimate(a.names or None, a.profile, a.workers)
         for n, e in gp['experiments'].items():
@@ -923,8 +929,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument('--profile', default='gpu', choices=PROFILES); t.add_argument('--device', help='torch device, e.g. cuda or cpu')
     t.add_argument('--mps', default='off', choices=('off', 'on', 'both'), help="CUDA's Multi-Process Service: without, with, or each")
     t.add_argument('--out', help='append each measurement as a JSON line to this file (the runbook reads results/throughput.jsonl)')
+    gr = sub.add_parser('graphable', help="whether a campaign's experiments would replay CUDA graphs, by results/gpu_plan.json "
+                        "(exit 3: none would)")
+    gr.add_argument('names', nargs='*'); gr.add_argument('--profile', default='gpu', choices=PROFILES)
     a = ap.parse_args(argv)
-    if a.cmd in ('campaign', 'merge', 'prepare', 'estimate', 'throughput'):
+    if a.cmd in ('campaign', 'merge', 'prepare', 'estimate', 'throughput', 'graphable'):
         try: return _campaign_cli(a)
         except ValueError as e: raise SystemExit(f"relbook {a.cmd}: {e}")     # a bad name or argument: one line, no traceback
     exps = load_all_experiments()

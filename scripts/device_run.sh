@@ -7,6 +7,7 @@
 # LIMIT the command's timeout_s (600); WORKERS (14, under MPS); PROFILE (gpu); DEVICE (cuda); GRAPHS auto|0|1 (auto: on only
 # if tests/test_cuda.py passes here; if only its mathematics-model graph test fails, on with those fits eager through
 # RELBOOK_GRAPHS_REFUSE=AlsoOn; the outcome is reused by a later call on the same warm machine for the same tree, see STATE);
+# GRAPHS=auto runs no check where `relbook graphable` says no experiment of the campaign would replay a graph.
 # PYTHON (python3); OUT (the tool's $OUT); WHEELS (.whl: the carried wheels' folder); STATE (.device_state: what a warm machine
 # keeps between calls); TEST_CUDA (the GPU check's command: tests/test_cuda.py under pytest).
 # NBTEST=1 instead runs the notebooks at smoke on the device (`make nbtest-cuda` without a venv; the wheels of
@@ -42,7 +43,12 @@ fi
 if [ "$DEVICE" = cuda ]; then nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader; fi
 if [ "$GRAPHS" = auto ]; then
   GRAPHS=0
-  if [ "$DEVICE" = cuda ]; then   # graphed against eager training, clipping included: CUDA graphs only where they agree here
+  # no experiment of this campaign would replay a graph (results/gpu_plan.json: every fit refused by graph_refusal, e.g. a
+  # changing learning rate): the check that decides on graphs is not worth its 45-120 s (118 s on an H200, 2026-11-29)
+  if [ "$DEVICE" = cuda ] && { "$PY" -m relbook graphable --profile "$PROFILE" "$@" > /tmp/relbook-graphable.log 2>&1; [ $? = 3 ]; }; then
+    echo "device_run: by the plan, no experiment of this campaign replays CUDA graphs: tests/test_cuda.py not run"
+    sed 's/^/  /' /tmp/relbook-graphable.log
+  elif [ "$DEVICE" = cuda ]; then   # graphed against eager training, clipping included: CUDA graphs only where they agree here
     # The outcome is kept in $STATE (git-ignored: the tool keeps ignored paths on a warm machine between calls) under a key of
     # this tree (commit, package and test sources, wheels): a later call on the same warm machine with the same tree reuses it
     # instead of spending some 45 s of device time on the tests again; any change to the key runs them anew.

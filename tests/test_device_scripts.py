@@ -82,3 +82,19 @@ def test_device_run_reuses_the_gpu_check_on_a_warm_machine(tmp_path):
     assert 'eager: AlsoOn' in second.stdout and 'not run again' in second.stdout, second.stdout
     third = _run(tmp_path, 'order_fit', RELBOOK_GIT_SHA='def5678', **env)
     assert counter.read_text().count('run') == 2 and 'not run again' not in third.stdout, third.stdout
+
+
+def test_device_run_skips_the_gpu_check_where_no_experiment_replays_graphs(tmp_path):
+    """GRAPHS=auto: where the plan says no experiment of the campaign would replay a CUDA graph (every fit refused, e.g. a
+    changing learning rate), the GPU check (a planted command that counts its runs) is not run; where one would, it is."""
+    counter, check, plan = tmp_path / 'runs', tmp_path / 'check.sh', tmp_path / 'plan.json'
+    check.write_text(f'echo run >> {counter}\nexit 0\n')
+    entry = lambda **e: json.dumps(dict(profile='smoke', workers=4, experiments={'order_fit': e}))
+    env = dict(DEVICE='cuda', LIMIT='60', STATE=str(tmp_path / 'state'), TEST_CUDA=f'bash {check}', RELBOOK_GPU_PLAN=str(plan))
+    plan.write_text(entry(graphable=False, graph_refusal='a planted refusal'))
+    p = _run(tmp_path, 'order_fit', **env)
+    assert not counter.exists() and 'tests/test_cuda.py not run' in p.stdout and 'a planted refusal' in p.stdout, p.stdout + p.stderr
+    assert 'CUDA graphs: 0' in p.stdout, p.stdout
+    plan.write_text(entry(graphable=True))
+    p = _run(tmp_path, 'order_fit', **env)
+    assert counter.read_text().count('run') == 1 and 'CUDA graphs: 1' in p.stdout, p.stdout + p.stderr
