@@ -1074,7 +1074,10 @@ def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] 
              f"scales each configuration's budget by the share its `quick` trials (those of the same model, where there are "
              f"any) used before patience stopped them, counted against the budget each has now; *wall* is expected over "
              f"{w} worker processes sharing the GPU, each taking the next trial in order, so never shorter than the longest "
-             f"trial (launch-bound work overlaps; not yet measured). The calibration run waited for the GPU at every "
+             f"trial, nor than its trials' *arithmetic* (their FLOPs at that rate), which processes sharing one GPU cannot "
+             f"overlap (their launches can: on an H200 on 2026-11-29, 14 `dat_lm` trials sharing it took 6 to 9 minutes "
+             f"each, against 1.0 to 1.7 estimated alone; '–' where an entry was probed before its arithmetic was recorded). "
+             f"The calibration run waited for the GPU at every "
              f"update, and so did every `gpu` step of the sorting, mathematics and DAT models until 3c1568d (ids read back "
              f"to check them, masks and encodings copied from the CPU); no step waits now, and eager steps may cost less "
              f"than c predicts: `relbook throughput` measures it.", '',
@@ -1083,15 +1086,16 @@ def _plan_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] 
              f"command, as a campaign in that order runs them: a model that an earlier one caches and a later one reuses "
              f"(chapter 5's robustness study and pre-training baselines are the learning curves' own models) is priced once, "
              f"in the earlier one; *after* names what came before.", '',
-             '| experiment | sized | trials | updates per trial | operators per update | GPU trial-min, budget | expected | wall, min | after |',
-             '|---|---|---|---|---|---|---|---|---|']
+             '| experiment | sized | trials | updates per trial | operators per update | GPU trial-min, budget | expected | of it arithmetic | wall, min | after |',
+             '|---|---|---|---|---|---|---|---|---|---|']
     skipped = []
     for name, e in sorted(gp['experiments'].items()):
         if 'note' in e: skipped.append(f"`{name}` ({e['note']})"); continue
         steps = '–' if not e['max_steps'] else (f"{e['max_steps'][0]:,}" if e['max_steps'][0] == e['max_steps'][1]
                                                else f"{e['max_steps'][0]:,}–{e['max_steps'][1]:,}")
         lines.append(f"| `{name}` | {'yes' if e.get('own_sizes') else 'no'} | {e['trials']} | {steps} | {e['ops_step'] or '–'} | {e['bound_min']:.1f} | "
-                     f"{e['expected_min']:.1f} | {e['wall_min']:.1f} | {', '.join(f'`{a}`' for a in e.get('after', [])) or '–'} |")
+                     f"{e['expected_min']:.1f} | {f'{_arith(e):.1f}' if 'flop_min' in e else '–'} | {e['wall_min']:.1f} | "
+                     f"{', '.join(f'`{a}`' for a in e.get('after', [])) or '–'} |")
     est = [e for e in gp['experiments'].values() if 'note' not in e]
     exps, per = load_all_experiments(), {}
     for name, e in gp['experiments'].items():
