@@ -1030,7 +1030,8 @@ def _run_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] |
             wall = f"{t:.1f}" + ('' if together else ' (estimated separately)') + (f' **over {RUN_LIMIT_MIN}**' if t > RUN_LIMIT_MIN else '')
             if extra:
                 ts = sum(shared_wall(e, scaled[0], scaled[1]) for e in es); total_s += ts
-                capped = [f"`{n}` on {w}" for n, e in zip(names, es) if (w := gpu_bound_workers(e, scaled[0])) < scaled[0]]
+                capped = [f"`{n}` on {w}" for n, e in zip(names, es)            # a cap that binds: fewer workers than trials
+                          if (w := gpu_bound_workers(e, scaled[0])) < min(scaled[0], sum(k for _, k in e['trial_min']))]
                 at = f"{ts:.1f}" + (f' **over {RUN_LIMIT_MIN}**' if ts > RUN_LIMIT_MIN else '') + (f" ({', '.join(capped)})" if capped else '')
                 lt = max(m for e in es for m, _ in e['trial_min']) * scaled[1]
                 longest = f"{lt:.1f}" + (' **over one command**' if lt > COMMAND_LIMIT_MIN else '')
@@ -1129,7 +1130,8 @@ def worker_caps(order: Sequence[str], profile: str, workers: int, gp: dict | Non
     gp = load_gpu_plan() if gp is None else gp
     if not gp or gp.get('profile') != profile: return {}
     ex = gp['experiments']
-    return {n: w for n in order if n in ex and 'note' not in ex[n] and (w := gpu_bound_workers(ex[n], workers)) < workers}
+    return {n: w for n in order if n in ex and 'note' not in ex[n]     # only a cap that binds: fewer workers than its trials
+            and (w := gpu_bound_workers(ex[n], workers)) < min(workers, sum(k for _, k in ex[n]['trial_min']))}
 
 def graphable(names: Sequence[str] | None = None, profile: str = 'gpu', gp: dict | None = None) -> dict[str, bool | None]:
     """For each experiment of a campaign's order (`plan(names, profile)`): whether some fit of it would replay its training
