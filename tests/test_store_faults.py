@@ -519,3 +519,27 @@ def test_stored_rows_were_made_from_the_source_of_their_commit():
             elif memo[sha] != src: bad.append((Path(path).name, sha, src, memo[sha]))
     if memo and len(unchecked) == len(memo): pytest.skip('no git history here')
     assert not bad, bad[:5]
+
+
+def test_campaign_caps_reach_the_workers(tmp_path, monkeypatch):
+    """A campaign on a GPU caps a GPU-bound experiment's workers (worker_caps, from the plan): the cap is in the manifest, the
+    worker over it skips that experiment and runs the next, and every trial of both is stored once. On the CPU no cap
+    applies (here the GPU is pretended and the plan's answer planted; the workers themselves run on the CPU)."""
+    import torch
+    import relbook.campaign as cp
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'gpu'))
+    m0 = cp.campaign(['order_fit'], 'smoke', budget=120, out=tmp_path / 'cpu.tar.gz', workers=2)
+    assert m0['caps'] == {}, m0                                           # the CPU: no cap, whatever the plan says
+    monkeypatch.setattr(cp, 'get_device', lambda device=None: torch.device('cuda'))
+    monkeypatch.setattr(cp, 'worker_caps', lambda order, profile, workers: {'order_relation': 1})
+    m = cp.campaign(['order_relation', 'order_fit'], 'smoke', budget=120, out=tmp_path / 'a.tar.gz', workers=2)
+    assert m['caps'] == {'order_relation': 1} and m['finished'] == ['order_relation', 'order_fit'], m
+    for name in ('order_relation', 'order_fit'):
+        keys = [json.dumps(r['params'], sort_keys=True) for r in ResultsStore(tmp_path / 'gpu' / f'{name}-smoke.jsonl').rows()]
+        assert keys and len(keys) == len(set(keys)), name
+    # the skip itself, observable: a cap below every worker's index (0, which the plan never gives) leaves the experiment to none
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path / 'skip'))
+    monkeypatch.setattr(cp, 'worker_caps', lambda order, profile, workers: {'order_relation': 0})
+    cp.campaign(['order_relation', 'order_fit'], 'smoke', budget=120, out=tmp_path / 'b.tar.gz', workers=2)
+    assert not ResultsStore(tmp_path / 'skip' / 'order_relation-smoke.jsonl').rows()
+    assert ResultsStore(tmp_path / 'skip' / 'order_fit-smoke.jsonl').rows()
