@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 from .core import PROFILES, check_choice, check_positive, results_dir, provenance, loaded_code, get_device, atomic_write, committed_source_hash
-from .harness import (EXPERIMENTS, BudgetExhausted, ResultsStore, load_all_experiments, run_experiment,
+from .harness import (EXPERIMENTS, BudgetExhausted, TrialWouldOverrun, ResultsStore, load_all_experiments, run_experiment,
                              store_for, time_budget, trial_key)
 
 # %% auto #0
@@ -482,7 +482,8 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
                     try: run_experiment(n, profile); finished.append(n)
                     except BudgetExhausted as e:
                         if isinstance(e, HardStop): raise
-                        stopped = str(e) if str(e).startswith(n) else f'{n}: {e}'; break
+                        stopped = stopped or (str(e) if str(e).startswith(n) else f'{n}: {e}')
+                        if not isinstance(e, TrialWouldOverrun): break   # too long a trial for what is left: try the next
         except HardStop as e: stopped, hard_stopped = f'{n}: {e}', [0]
     else:   # several processes share each store; per-trial locks split the trials between them
         env = {**os.environ, 'RELBOOK_DEADLINE': str(started + total - reserve), 'RELBOOK_PROGRESS': '0'}
@@ -519,16 +520,19 @@ def campaign(names: Sequence[str] | None = None, profile: str = 'gpu', budget: s
     return m
 
 def _worker(argv: Sequence[str]) -> int:
-    """One campaign worker process: run the experiments in order until done (0) or the budget is spent (3). Worker
+    """One campaign worker process: run the experiments in order until done (0) or the budget is spent (3); an experiment
+    whose next trial would overrun the budget (`TrialWouldOverrun`) is left for the next one, and counts as not done. Worker
     `$RELBOOK_WORKER` (0, 1, ...) skips an experiment whose cap in `$RELBOOK_WORKER_CAPS` (`worker_caps`) is that many
     workers or fewer, and goes on to the next."""
     profile, *order = argv
     me, caps = int(os.environ.get('RELBOOK_WORKER', 0)), json.loads(os.environ.get('RELBOOK_WORKER_CAPS') or '{}')
+    short = False
     for n in order:
         if me >= caps.get(n, math.inf): continue
         try: run_experiment(n, profile)
+        except TrialWouldOverrun: short = True    # its trials are too long for the time left: the next one's may fit
         except BudgetExhausted: return 3
-    return 0
+    return 3 if short else 0
 
 # %% ../nbs/97_campaign.ipynb #mps-code
 import contextlib, shutil, tempfile

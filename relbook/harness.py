@@ -25,9 +25,9 @@ from .core import (PROFILES, get_profile, using_profile, seed_everything, get_de
 __all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'eval_batches', 'Task',
            'Classification', 'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer',
            'autocast_for', 'make_scheduler', 'FitResult', 'adam_eps_effect', 'SweepIntercepted', 'BudgetExhausted',
-           'deadline', 'stored_only', 'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for', 'fit', 'trial_key',
-           'ResultsStore', 'grid', 'store_for', 'model_lock', 'run_sweep', 'experiment', 'load_all_experiments',
-           'run_experiment', 'main']
+           'TrialWouldOverrun', 'deadline', 'stored_only', 'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for',
+           'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for', 'model_lock', 'run_sweep', 'experiment',
+           'load_all_experiments', 'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -333,6 +333,10 @@ class SweepIntercepted(Exception):
 
 class BudgetExhausted(RuntimeError):
     "The wall-clock budget (a campaign's) ran out; a training trial saved its checkpoint and can resume."
+
+class TrialWouldOverrun(BudgetExhausted):
+    """`run_sweep`, under a deadline, did not start a trial: its sweep's typical wall time would overrun the deadline.
+    Nothing was interrupted; a campaign goes on to its next experiment, whose trials may be short enough."""
 
 _deadline: contextvars.ContextVar = contextvars.ContextVar('relbook_deadline', default=None)
 
@@ -788,7 +792,7 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
             h = hashlib.sha1(key.encode()).hexdigest()[:16]
             typical = float(np.median(walls)) if walls else 0.0       # a campaign starts no trial it cannot finish
             if (dl := deadline()) is not None and time.time() + typical >= dl and not (ck_dir / f'{h}.pt').exists():
-                raise BudgetExhausted(f"{name}: not starting another trial, the time budget would run out first")
+                raise TrialWouldOverrun(f"{name}: not starting another trial, the time budget would run out first")
             if (lock := _try_lock(ck_dir / f'{h}.lock')) is None: continue   # another worker is running this trial
             with lock:
                 if key in store.done(): continue                            # another worker finished it meanwhile
