@@ -20,8 +20,8 @@ __all__ = ['PREPARERS', 'MISSING', 'GPU_RUNS', 'GPU_HOLD', 'CHECKS', 'USES', 'AR
            'RUN_LIMIT_MIN', 'COMMAND_LIMIT_MIN', 'QUICK_TARGET_MIN', 'parse_budget', 'preparer', 'unprepared',
            'prepare', 'minutes_per_claim', 'plan_order', 'plan_terms', 'uses_first', 'plan', 'pack', 'pack_carried',
            'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'NoSweep', 'intercept', 'probe_trials',
-           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'gpu_bound_workers', 'shared_wall', 'estimate',
-           'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
+           'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'gpu_bound_workers', 'binding_cap', 'shared_wall',
+           'estimate', 'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
            'load_gpu_plan', 'worker_caps', 'graphable', 'render_runbook', 'chapter_of', 'quick_cost_frame']
 
 # %% ../nbs/97_campaign.ipynb #c005
@@ -812,6 +812,11 @@ def gpu_bound_workers(e: dict, workers: int) -> int:
     a = _arith(e)
     return workers if a <= 0 else max(1, min(workers, math.ceil(sum(m * k for m, k in e['trial_min']) / a - 1e-9)))
 
+def binding_cap(e: dict, workers: int) -> int | None:
+    "`gpu_bound_workers` where it binds, fewer than `workers` and than the entry's trials (a cap a campaign applies); else None."
+    w = gpu_bound_workers(e, workers)
+    return w if w < min(workers, sum(k for _, k in e['trial_min'])) else None
+
 def shared_wall(e: dict, workers: int, slow: float = 1.0) -> float:
     """Wall minutes of the experiment of plan entry `e` on one GPU shared by up to `workers` processes (as many as
     `gpu_bound_workers` allows), each trial `slow` times longer than alone: the makespan of its trials, and never less than
@@ -1034,8 +1039,7 @@ def _run_lines(gp: dict, setting: str | None = None, scaled: tuple[int, float] |
             wall = f"{t:.1f}" + ('' if together else ' (estimated separately)') + (f' **over {RUN_LIMIT_MIN}**' if t > RUN_LIMIT_MIN else '')
             if extra:
                 ts = sum(shared_wall(e, scaled[0], scaled[1]) for e in es); total_s += ts
-                capped = [f"`{n}` on {w}" for n, e in zip(names, es)            # a cap that binds: fewer workers than trials
-                          if (w := gpu_bound_workers(e, scaled[0])) < min(scaled[0], sum(k for _, k in e['trial_min']))]
+                capped = [f"`{n}` on {w}" for n, e in zip(names, es) if (w := binding_cap(e, scaled[0]))]
                 at = f"{ts:.1f}" + (f' **over {RUN_LIMIT_MIN}**' if ts > RUN_LIMIT_MIN else '') + (f" ({', '.join(capped)})" if capped else '')
                 lt = max(m for e in es for m, _ in e['trial_min']) * scaled[1]
                 longest = f"{lt:.1f}" + (' **over one command**' if lt > COMMAND_LIMIT_MIN else '')
@@ -1134,8 +1138,7 @@ def worker_caps(order: Sequence[str], profile: str, workers: int, gp: dict | Non
     gp = load_gpu_plan() if gp is None else gp
     if not gp or gp.get('profile') != profile: return {}
     ex = gp['experiments']
-    return {n: w for n in order if n in ex and 'note' not in ex[n]     # only a cap that binds: fewer workers than its trials
-            and (w := gpu_bound_workers(ex[n], workers)) < min(workers, sum(k for _, k in ex[n]['trial_min']))}
+    return {n: w for n in order if n in ex and 'note' not in ex[n] and (w := binding_cap(ex[n], workers))}
 
 def graphable(names: Sequence[str] | None = None, profile: str = 'gpu', gp: dict | None = None) -> dict[str, bool | None]:
     """For each experiment of a campaign's order (`plan(names, profile)`): whether some fit of it would replay its training

@@ -862,8 +862,8 @@ def _campaign_cli(a) -> int:
     "`relbook campaign | merge | prepare | estimate | throughput | graphable` (relbook.campaign)."
     from relbook import campaign as cp
     if a.cmd == 'graphable':     # exit 3: no experiment of this campaign would replay CUDA graphs (device_run.sh skips their check)
-        g = cp.graphable(a.names or None, a.profile)
-        ex = (cp.load_gpu_plan() or {}).get('experiments', {})
+        gp = cp.load_gpu_plan() or {}                     # read once: the answers and the refusals printed beside them
+        g, ex = cp.graphable(a.names or None, a.profile, gp), gp.get('experiments', {})
         for n, v in g.items():
             print(f"{n:24s} " + {True: 'yes', None: 'unknown: the plan does not say'}.get(v, f"no ({ex.get(n, {}).get('graph_refusal', '?')})"))
         return 3 if g and not any(v is None or v for v in g.values()) else 0
