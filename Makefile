@@ -18,7 +18,7 @@ STAMP := $(VENV)/.relbook-installed
 .PHONY: help venv export check-export check-clean nbtest nbtest-cuda pytest test book notebooks experiments clean
 
 help:
-	@echo "make test | make book | make notebooks PROFILE=quick|full | make experiments PROFILE=full"
+	@echo "make test | make book | make notebooks PROFILE=quick|full [NBS=nbs/05_object_sorting.ipynb] [STORED=1] | make experiments PROFILE=full"
 
 $(STAMP): settings.ini setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,11 +71,16 @@ book: export
 browser-test: book
 	RELBOOK_BOOK_HTML=_build/html $(BIN)/python -m pytest tests/test_browser.py -q
 
-# Re-run every notebook in place at a profile (quick on CPU, full on a GPU) and store its outputs.
+# Re-run notebooks in place at a profile (quick on CPU, full on a GPU) and store their outputs: NBS names them (default: every
+# one). STORED=1 trains nothing and renders each from its stored rows, after `relbook coverage` has found every sweep of the
+# chapter whole at that profile (it stops, naming the sweeps that are not, where a page would see part of a grid or none).
+NBS ?= nbs/[0-9]*.ipynb
+STORED ?= 0
 notebooks: export
-	for nb in nbs/[0-9]*.ipynb; do \
-	  RELBOOK_PROFILE=$(PROFILE) RELBOOK_PROGRESS=0 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-	    --ExecutePreprocessor.timeout=-1 $$nb || exit 1; done
+	for nb in $(NBS); do \
+	  if [ "$(STORED)" = 1 ]; then $(BIN)/relbook coverage --profile $(PROFILE) $$nb || exit 1; fi; \
+	  RELBOOK_PROFILE=$(PROFILE) RELBOOK_STORED_ONLY=$(STORED) RELBOOK_PROGRESS=0 $(BIN)/jupyter nbconvert --to notebook --execute \
+	    --inplace --ExecutePreprocessor.timeout=-1 $$nb || exit 1; done
 	$(BIN)/nbdev_clean
 
 # Run every registered experiment at a profile without Jupyter (what a GPU machine runs).

@@ -22,7 +22,8 @@ __all__ = ['PREPARERS', 'MISSING', 'GPU_RUNS', 'GPU_HOLD', 'CHECKS', 'USES', 'AR
            'merge', 'HardStop', 'campaign', 'mps_daemon', 'throughput', 'NoSweep', 'intercept', 'probe_trials',
            'trial_seconds', 'calibrate', 'quick_budgets', 'makespan', 'gpu_bound_workers', 'binding_cap', 'shared_wall',
            'estimate', 'load_throughput', 'best_setting', 'graph_gains', 'runbook_frame', 'slowdown', 'full_covers_gpu',
-           'load_gpu_plan', 'worker_caps', 'graphable', 'render_runbook', 'chapter_of', 'quick_cost_frame']
+           'load_gpu_plan', 'worker_caps', 'graphable', 'render_runbook', 'chapter_of', 'quick_cost_frame',
+           'chapter_coverage']
 
 # %% ../nbs/97_campaign.ipynb #c005
 def parse_budget(text: str | float) -> float:
@@ -1181,9 +1182,17 @@ def render_runbook(frame: pd.DataFrame, gpu_plan: dict | None = None, throughput
              'Back home, with the archive:', '',
              '```bash',
              '.venv/bin/relbook merge campaign*.tar.gz            # new rows into results/, no duplicates; carried models restored',
-             'make notebooks PROFILE=gpu                          # re-execute: the chapters load the rows and redraw',
-             '.venv/bin/relbook claims                            # re-judge every claim; commit rows, pages and notebooks',
+             '.venv/bin/relbook claims                            # re-judge every claim (a `gpu` sweep once it is whole)',
+             'make notebooks STORED=1 NBS="nbs/14_dat_experiments.ipynb"   # the chapters of the merged experiments, at `quick`',
+             '                                                    # from stored rows: they show the claims page\'s `gpu` verdicts',
+             '.venv/bin/relbook coverage --profile gpu            # which chapters have every `gpu` sweep whole; commit rows, pages, notebooks',
              '```', '',
+             'The book is rendered at `quick`, the profile its reader can rerun on 2 CPU cores; each chapter\'s verdict cell adds '
+             'what the claims page judges from larger runs (a `gpu` sweep once whole) and names the sweeps it still waits for, '
+             'with their trials stored so far. A chapter renders at `gpu` from stored rows (`make notebooks PROFILE=gpu STORED=1 '
+             'NBS=...`) only once every sweep of it is whole there, its control studies included: `relbook coverage` checks that '
+             'first and names what is missing, where the chapter\'s cells would otherwise see part of a grid, or none of it. '
+             '`make notebooks PROFILE=gpu` without `STORED=1` trains what is missing, on this machine.', '',
              'Through this project\'s device tool (10 minutes a command, 15 minutes of device time a session; tested on an H100 on '
              '2026-11-26, and on an NVIDIA H200, Hopper like the H100, on 2026-11-29, where `tests/test_cuda.py` passed, 15 tests '
              'in 118 s against 34-49 s on the H100; rows name the device they ran on, and the minutes below are H100 '
@@ -1335,6 +1344,28 @@ def quick_cost_frame(profile: str = 'quick', cores: int = 2) -> pd.DataFrame:
                               devices=', '.join(sorted(e['devices'])), trial_min=round(e['trial_min'], 1),
                               least_wall_min=round(e['trial_min'] / cores, 1))
                          for ch, e in sorted(out.items())])
+
+def chapter_coverage(chapters: Sequence[str] | None = None, profile: str = 'quick') -> dict[str, list[tuple[str, int, int]]]:
+    """Per chapter (a notebook's file stem; a path such as `nbs/05_object_sorting.ipynb` is read as its stem): each experiment
+    its module registers that runs a sweep, as (name, trials stored at `profile`, trials its sweep plans), as the code now
+    stands. A chapter re-executed from its stored rows alone (`$RELBOOK_STORED_ONLY`) renders what its sweeps return: where
+    one is not whole, its cells see part of a grid or none of it, and a chapter's cells are written for its whole grid.
+    `relbook coverage` prints it, and `make notebooks STORED=1` checks it before each chapter. No names: every chapter with a
+    sweep; a chapter without one maps to []."""
+    from relbook.evidence import sweep_coverage
+    check_choice(profile, 'profile', PROFILES)
+    by_ch: dict[str, list[tuple[str, int, int]]] = {}
+    for name, mod in _book_experiments().items():
+        if (cov := sweep_coverage(name, profile)) is not None: by_ch.setdefault(chapter_of(mod), []).append((name, *cov))
+    if chapters is None: return dict(sorted(by_ch.items()))
+    if isinstance(chapters, str) or not all(isinstance(c, (str, Path)) for c in chapters):
+        raise ValueError(f"chapters must be a list of notebook paths or stems, got {chapters!r}")
+    nbs = (repo_root() or Path.cwd()) / 'nbs'
+    known = {p.stem for p in nbs.glob('*.ipynb')} if nbs.is_dir() else None     # an installed package has no notebooks
+    stems = [Path(c).stem for c in chapters]
+    bad = [str(c) for c, s in zip(chapters, stems) if (s not in known if known is not None else not re.fullmatch(r'\d\d_\w+', s))]
+    if bad: raise ValueError(f"chapters must name notebooks of the book (nbs/NN_name.ipynb, or NN_name), got {bad}")
+    return {s: by_ch.get(s, []) for s in stems}
 
 def _quick_cost_lines(cc: pd.DataFrame, profile: str = 'quick', cores: int = 2) -> list[str]:
     "The runbook's table of what each chapter's `profile` experiments cost, measured, against the book's hour on `cores` cores."

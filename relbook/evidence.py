@@ -577,14 +577,16 @@ def chapter_claims(chapter: str, profile: str | None = None, decisive: bool = Tr
     """The verdict cell of a chapter: its claims judged at the active profile (a table, then each claim's details). With
     `decisive`, then those claims whose verdict on the claims page comes from another profile's runs (the page takes the
     largest profile whose sweep is complete, e.g. a `gpu` campaign's): their verdicts there, in a second table, with our numbers,
-    so that a chapter rendered at `quick` never says less than the claims page."""
+    so that a chapter rendered at `quick` never says less than the claims page; and what the claims page still waits for before
+    it judges this page's claims from other runs (`Judgement.pending`: e.g. a `gpu` sweep with 6 of its 15 trials stored)."""
     from IPython.display import Markdown
     from relbook.core import get_profile
     page = profile or get_profile()
     js = judge_all(chapter, page)
     if not js: raise ValueError(f"chapter {chapter!r} declares no claims; known chapters: {sorted({c.chapter for c in CLAIMS.values()})}")
     out = _claims_tables(claims_frame(js), link=False)
-    other = [d for d in (judge(j.claim) for j in js) if d.profile is not None and d.profile != page] if decisive else []
+    best = [judge(j.claim) for j in js] if decisive else []         # as the claims page judges them
+    other = [d for d in best if d.profile is not None and d.profile != page]
     if other:
         f = claims_frame(other)
         out += [f"**On the [claims page](claims.md)**, which judges each claim at the largest profile whose sweep is complete, "
@@ -592,6 +594,14 @@ def chapter_claims(chapter: str, profile: str | None = None, decisive: bool = Tr
                 *_claims_tables(f, link=False)[:len(f) + 3]]        # the table and its closing blank line; then our numbers there
         for _, r in f.iterrows():
             out += [f"**{r['id']}** at `{r['profile']}`: " + (r['ours'] or 'no results') + (f" ({r['note']})" if r['note'] else '') + '.', '']
+    here = [d for d in best if d.profile in (page, None) and d.pending]     # what the claims page waits for, from the stores
+    parts = [(d.claim.id, w) for d in here for w in d.pending.split('; ') if w]
+    sweeps = list(dict.fromkeys(w for _, w in parts if ' sweep of ' in w))   # a sweep not yet whole, named once
+    only = [f"{i}: {w}" for i, w in parts if ' sweep of ' not in w]           # a claim only another profile's rows can judge
+    if sweeps or only:
+        out += [f"**Runs still to come.** On the [claims page](claims.md), {len(here)} of this chapter's {len(js)} claims keep "
+                f"the verdict of this page's `{page}` runs, or none, until " + (f"these are whole: {'; '.join(sweeps)}" if sweeps
+                else 'other runs come') + (f" ({'; '.join(only)})" if only else '') + '.', '']
     return Markdown('\n'.join(out))
 
 def verdict_md(claim_id: str, profile: str | None = None) -> str:

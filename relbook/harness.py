@@ -859,8 +859,18 @@ def run_experiment(name: str, profile: str | None = None) -> pd.DataFrame:
 
 # %% ../nbs/91_harness.ipynb #c028
 def _campaign_cli(a) -> int:
-    "`relbook campaign | merge | prepare | estimate | throughput | graphable` (relbook.campaign)."
+    "`relbook campaign | merge | prepare | estimate | throughput | graphable | coverage` (relbook.campaign)."
     from relbook import campaign as cp
+    if a.cmd == 'coverage':      # exit 1: a chapter's sweep is not whole at the profile (make notebooks STORED=1 stops there)
+        import sys
+        short = []
+        for ch, items in cp.chapter_coverage(a.chapters or None, a.profile).items():
+            print(f"{ch} [{a.profile}]: " + ('; '.join(f"{n} {h} of {t}" for n, h, t in items) or 'no sweep'))
+            short += [f"{n} ({h} of {t})" for n, h, t in items if h < t]
+        if short:
+            print(f"not whole at `{a.profile}`: {', '.join(short)}. A chapter re-executed from stored rows alone would see part of "
+                  f"its grid, or none: run the sweeps first, or render it at a profile whose sweeps are whole", file=sys.stderr)
+        return 1 if short else 0
     if a.cmd == 'graphable':     # exit 3: no experiment of this campaign would replay CUDA graphs (device_run.sh skips their check)
         gp = cp.load_gpu_plan() or {}                     # read once: the answers and the refusals printed beside them
         g, ex = cp.graphable(a.names or None, a.profile, gp), gp.get('experiments', {})
@@ -936,8 +946,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     gr = sub.add_parser('graphable', help="whether a campaign's experiments would replay CUDA graphs, by results/gpu_plan.json "
                         "(exit 3: none would)")
     gr.add_argument('names', nargs='*'); gr.add_argument('--profile', default='gpu', choices=PROFILES)
+    cv = sub.add_parser('coverage', help="each chapter's sweeps: trials stored of those planned at a profile (exit 1: one is "
+                        "not whole, so the chapter cannot be rendered from stored rows alone)")
+    cv.add_argument('chapters', nargs='*', help='notebooks (nbs/NN_name.ipynb) or their stems; default: every chapter with a sweep')
+    cv.add_argument('--profile', default='quick', choices=PROFILES)
     a = ap.parse_args(argv)
-    if a.cmd in ('campaign', 'merge', 'prepare', 'estimate', 'throughput', 'graphable'):
+    if a.cmd in ('campaign', 'merge', 'prepare', 'estimate', 'throughput', 'graphable', 'coverage'):
         try: return _campaign_cli(a)
         except ValueError as e: raise SystemExit(f"relbook {a.cmd}: {e}")     # a bad name or argument: one line, no traceback
     exps = load_all_experiments()

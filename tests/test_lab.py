@@ -240,3 +240,29 @@ def test_held_runs_are_left_out_of_the_plan(monkeypatch):
     held = c.plan_terms('gpu')[0]
     assert set(held) == set(free) - {e}
     assert e not in c.plan(None, 'gpu')
+
+
+def test_cli_coverage(tmp_path, monkeypatch, capsys):
+    """`relbook coverage`: per chapter, each sweep's trials stored of those planned at a profile; exit 1 while one is not
+    whole (`make notebooks STORED=1` stops there rather than render a chapter from part of its grid, or none of it)."""
+    from relbook.campaign import chapter_coverage
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))             # an empty store
+    ch = 'nbs/02_message_passing.ipynb'
+    cov = chapter_coverage([ch], 'smoke')
+    assert list(cov) == ['02_message_passing'] and {n for n, _, _ in cov['02_message_passing']} == {'recovery_phase_transition', 'robust_lasso_rate'}
+    assert all(h == 0 < t for _, h, t in cov['02_message_passing'])
+    assert main(['coverage', '--profile', 'smoke', ch]) == 1
+    out, err = capsys.readouterr()
+    assert '02_message_passing [smoke]: ' in out and 'not whole at `smoke`: ' in err and 'robust_lasso_rate (0 of ' in err
+    assert main(['run', 'recovery_phase_transition', 'robust_lasso_rate', '--profile', 'smoke']) == 0
+    capsys.readouterr()
+    assert main(['coverage', '--profile', 'smoke', ch, '06_tp_transformer']) == 0     # whole now; a chapter without a sweep
+    out, err = capsys.readouterr()
+    assert '06_tp_transformer [smoke]: no sweep' in out and err == ''
+    assert all(h == t for _, h, t in chapter_coverage([ch], 'smoke')['02_message_passing'])
+    assert main(['coverage', '--profile', 'quick', ch]) == 1                      # another profile's stores are its own
+    with pytest.raises(SystemExit, match='chapters must name notebooks of the book'):
+        main(['coverage', 'nbs/99_no_such_chapter.ipynb'])
+    with pytest.raises(ValueError, match='chapters must be a list'):
+        chapter_coverage('02_message_passing')
+    assert '05_object_sorting' in chapter_coverage(None, 'smoke')                  # no names: every chapter with a sweep
