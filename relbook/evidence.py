@@ -598,10 +598,21 @@ def chapter_claims(chapter: str, profile: str | None = None, decisive: bool = Tr
     parts = [(d.claim.id, w) for d in here for w in d.pending.split('; ') if w]
     sweeps = list(dict.fromkeys(w for _, w in parts if ' sweep of ' in w))   # a sweep not yet whole, named once
     only = [f"{i}: {w}" for i, w in parts if ' sweep of ' not in w]           # a claim only another profile's rows can judge
-    if sweeps or only:
-        out += [f"**Runs still to come.** On the [claims page](claims.md), {len(here)} of this chapter's {len(js)} claims keep "
-                f"the verdict of this page's `{page}` runs, or none, until " + (f"these are whole: {'; '.join(sweeps)}" if sweeps
-                else 'other runs come') + (f" ({'; '.join(only)})" if only else '') + '.', '']
+    from relbook.campaign import CHECKS     # a check of other experiments' training (chapter 5's plateau check)
+    checks, held = {}, set()
+    for d in best:
+        if not (d.provisional and d.profile): continue
+        for e, checked in CHECKS.items():
+            if set(d.claim.experiments) & set(checked) and (cov := sweep_coverage(e, d.profile)) and cov[0] < cov[1]:
+                checks[f"`{d.profile}` sweep of {e}: {cov[0]} of {cov[1]} trials stored"] = True; held.add(d.claim.id)
+    if sweeps or only or checks:
+        say = [f"On the [claims page](claims.md), {len(here)} of this chapter's {len(js)} claims keep the verdict of this page's "
+               f"`{page}` runs, or none, until " + (f"these are whole: {'; '.join(sweeps)}" if sweeps else 'other runs come')
+               + (f" ({'; '.join(only)})" if only else '') + '.'] if sweeps or only else []
+        if checks:
+            say.append(f"{len(held)} of its verdicts stay *provisional* until the check of their training's stopping rule is "
+                       f"whole: {'; '.join(checks)}.")
+        out += ['**Runs still to come.** ' + ' '.join(say), '']
     return Markdown('\n'.join(out))
 
 def verdict_md(claim_id: str, profile: str | None = None) -> str:

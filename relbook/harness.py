@@ -782,12 +782,13 @@ def run_sweep(name: str, trials: Sequence[dict], run_trial: Callable[..., dict],
     if len(set(keys)) != len(keys): raise ValueError(f"trials of {name!r} contain duplicates")
     (shard, n_shards), done = _shard(), store.done()      # parallel workers split the trials, share the store
     todo = [(p, k) for i, (p, k) in enumerate(zip(trials, keys)) if k not in done and i % n_shards == shard]
-    if stored_only() and todo:                                # render from what is stored; train nothing
+    reading = stored_only()                                   # render from what is stored; train nothing, join no sweep
+    if reading and todo:
         warnings.warn(f"{name}: RELBOOK_STORED_ONLY is set: {len(todo)} unfinished trials skipped, {sum(k in done for k in keys)} stored rows used")
         todo = []
     ck_dir = store.path.parent / 'checkpoints' / store.path.stem      # <name>-<profile>: profiles never share a checkpoint
     walls = _wall_times(store, name) if deadline() is not None else []   # read once; this worker's trials added below
-    with _sweep_worker(ck_dir, shard, n_shards):
+    with _sweep_worker(ck_dir, shard, n_shards) if not reading else contextlib.nullcontext():   # a render writes no lock
         for p, key in tqdm(todo, desc=f'{name} [{get_profile()}]', disable=not _progress_enabled(progress)):
             h = hashlib.sha1(key.encode()).hexdigest()[:16]
             typical = float(np.median(walls)) if walls else 0.0       # a campaign starts no trial it cannot finish

@@ -145,6 +145,8 @@ def test_sweep_stored_only_trains_nothing(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match='2 unfinished trials skipped, 2 stored rows used'):
         df = run_sweep('o', grid(n=[1, 2, 3, 4]), lambda n: 1 / 0, store=store, progress=False)
     assert sorted(df.n) == [1, 2]                                    # the stored rows, nothing trained
+    df = run_sweep('p', grid(n=[1]), lambda n: 1 / 0, store=ResultsStore(tmp_path / 'p.jsonl'), progress=False)
+    assert df.empty and not (tmp_path / 'checkpoints' / 'p').exists()  # a render joins no sweep: no lock, no folder
     monkeypatch.setenv('RELBOOK_STORED_ONLY', 'maybe')
     with pytest.raises(ValueError, match='RELBOOK_STORED_ONLY'):
         run_sweep('o', grid(n=[1]), lambda n: {'v': n}, store=store, progress=False)
