@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_simplicial_agents.ipynb #c002
 from __future__ import annotations
-import math, re
+import hashlib, json, math, re
 from dataclasses import dataclass, replace, asdict
 from pathlib import Path
 import numpy as np
@@ -548,6 +548,9 @@ def imitation_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION, eval
     best = int(np.argmax(wins)) + 1 if max(wins) > 0 else dcfg.rounds      # 1-based round of the highest win rate (the first if tied);
                                                                            # an agent that never won is not converged: its last round
     final = {k: v for k, v in last.items() if k.startswith('win_') or k in ('opened_bridge', 'timed_out', 'val_loss', 'val_acc')}
+    w = imitation_model_path(agent, seed)                    # which network these weights are (imitation_agent), by their hash
+    atomic_write(w.with_suffix('.json'), lambda tmp: Path(tmp).write_text(json.dumps(
+        {'val_acc': float(last['val_acc']), 'sha1': hashlib.sha1(w.read_bytes()).hexdigest()})))
     return dict(final, untrained_win_rate=curve[0]['win_rate'], demos=last['demos'], demo_episodes=last['episodes'],
                 best_round=best, rounds=dcfg.rounds, curve=curve, eval_episodes=len(eval_set), eval_per_type=P['per_type'],
                 horizon=IMITATION_ENV.horizon, eval_plays=EVAL_PLAYS, **out['greedy'], held_out_skipped=out['skipped'], n_params=sum(p.numel() for p in net.parameters()),
@@ -563,19 +566,31 @@ def boxworld_imitation_experiment() -> pd.DataFrame:
 RL_BRIDGE_ENV = replace(IMITATION_ENV, solution_lengths=(2, 3), bridge_prob=1.0)   # bridges only, a ∈ {2, 3}; 120-step horizon
 
 def imitation_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
-    "An imitation trial's agent; if its (git-ignored) weights are gone, the trial again, seeded as the sweep seeds it, and said so beside its stored row."
+    """An imitation trial's agent; if its (git-ignored) weights are gone, the trial again, seeded as the sweep seeds it, and said
+    so beside its stored row. A network trained again can differ from its row's (floating-point sums differ between CPU types,
+    and DAgger's later rounds then collect other states), so what is drawn from it must say which network it is: the agent's
+    `retrained` is {'val_acc': this network's, 'row_val_acc': its row's or None} when it was trained again here, or when the
+    weights on disk say (the trial's `.json` beside them) that they are not its row's; else None."""
     from relbook.core import seed_everything
     from relbook.harness import store_for
     path = imitation_model_path(agent, seed)
     if _fit_probe.get() is not None and not path.exists():      # a cost probe prices this trial's own work: the imitation
         return BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape).eval()   # trial is priced under boxworld_imitation
+    retrained = None
+    row = [r for r in store_for('boxworld_imitation').rows() if r['params'] == {'agent': agent, 'seed': seed, 'boards': GENERATOR_VERSION, 'evaluation': IMITATION_EVAL}]
+    row_acc = float(row[0]['val_acc']) if row else None
     if not path.exists():
         seed_everything(seed); out = imitation_trial(agent, seed)
-        row = [r for r in store_for('boxworld_imitation').rows() if r['params'] == {'agent': agent, 'seed': seed, 'boards': GENERATOR_VERSION, 'evaluation': IMITATION_EVAL}]
+        retrained = dict(val_acc=float(out['val_acc']), row_val_acc=row_acc)
         print(f"{path.name} was missing: retrained {agent} (seed {seed}); validation accuracy {out['val_acc']:.4f}"
-              + (f" (its row: {row[0]['val_acc']:.4f})" if row else ''))
+              + (f" (its row: {row_acc:.4f})" if row else ''))
+    elif (side := path.with_suffix('.json')).exists() and row_acc is not None:   # weights a trial left here earlier: whose?
+        rec = json.loads(side.read_text())           # (a record of other weights, e.g. before a campaign's carried ones: none)
+        if rec.get('sha1') == hashlib.sha1(path.read_bytes()).hexdigest() and abs(rec['val_acc'] - row_acc) > 1e-6:
+            retrained = dict(val_acc=float(rec['val_acc']), row_val_acc=row_acc)
     net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
-    net.load_state_dict(torch.load(path, map_location='cpu')); return net.eval()
+    net.load_state_dict(torch.load(path, map_location='cpu')); net.retrained = retrained
+    return net.eval()
 
 def rl_bridge_profile() -> dict:
     "Agents, seeds and budget of Experiment 4 at the active profile."

@@ -245,3 +245,37 @@ def test_imitation_model_paths_are_plain_ascii_files():
     assert len({p.name for p in paths}) == len(paths)
     assert all(p.parent.name == 'boxworld_imitation_models' and p.name.isascii() and p.match('*.pt') for p in paths), paths
     assert imitation_model_path('simplicial (logits / √d)', 0).name.endswith('-simplicial_logits_d-s0.pt')
+
+
+def test_imitation_agent_says_when_it_was_trained_again(tmp_path, monkeypatch):
+    """A figure drawn from an imitation agent whose git-ignored weights were gone is drawn from a network trained again,
+    which can differ from its row's (another CPU type: 0.474 against 0.596 planner agreement, 2026-11-29): the agent says so."""
+    from relbook.simplicial_agents import imitation_agent, imitation_model_path
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
+    monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
+    assert not imitation_model_path('simplicial', 0).exists()
+    net = imitation_agent('simplicial', 0)
+    assert net.retrained is not None and 0 <= net.retrained['val_acc'] <= 1 and net.retrained['row_val_acc'] is None   # no row stored here
+    assert imitation_model_path('simplicial', 0).exists() and imitation_agent('simplicial', 0).retrained is None      # its weights, kept
+
+
+def test_imitation_agent_reads_whose_weights_are_on_disk(tmp_path, monkeypatch):
+    """Weights a trial trained again left on disk are not its row's network when their recorded agreement differs from the
+    row's: the agent says so on every later load too (it was drawn silently as the row's on 2026-11-29's machine otherwise)."""
+    import json
+    from relbook.harness import store_for
+    from relbook.simplicial_agents import imitation_agent, imitation_model_path, GENERATOR_VERSION, IMITATION_EVAL
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
+    monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
+    imitation_agent('simplicial', 0)                                   # trains it, leaves weights and their record
+    side = imitation_model_path('simplicial', 0).with_suffix('.json')
+    acc = json.loads(side.read_text())['val_acc']
+    params = {'agent': 'simplicial', 'seed': 0, 'boards': GENERATOR_VERSION, 'evaluation': IMITATION_EVAL}
+    store_for('boxworld_imitation').add(params, {'val_acc': acc + 0.1})  # the row: another network
+    rt = imitation_agent('simplicial', 0).retrained
+    assert rt is not None and rt['val_acc'] == acc and abs(rt['row_val_acc'] - (acc + 0.1)) < 1e-12
+    rec = json.loads(side.read_text())
+    side.write_text(json.dumps({**rec, 'val_acc': acc + 0.1}))           # the row's own network: nothing to say
+    assert imitation_agent('simplicial', 0).retrained is None
+    side.write_text(json.dumps({'val_acc': acc, 'sha1': '0' * 40}))      # a record of other weights (carried ones replaced them)
+    assert imitation_agent('simplicial', 0).retrained is None            # says nothing of these
