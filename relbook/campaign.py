@@ -1354,18 +1354,21 @@ def chapter_coverage(chapters: Sequence[str] | None = None, profile: str = 'quic
     sweep; a chapter without one maps to []."""
     from relbook.evidence import sweep_coverage
     check_choice(profile, 'profile', PROFILES)
+    stems = None
+    if chapters is not None:
+        if isinstance(chapters, str) or not all(isinstance(c, (str, Path)) for c in chapters):
+            raise ValueError(f"chapters must be a list of notebook paths or stems, got {chapters!r}")
+        nbs = (repo_root() or Path.cwd()) / 'nbs'
+        known = {p.stem for p in nbs.glob('*.ipynb')} if nbs.is_dir() else None     # an installed package has no notebooks
+        stems = [Path(c).stem for c in chapters]
+        bad = [str(c) for c, s in zip(chapters, stems) if (s not in known if known is not None else not re.fullmatch(r'\d\d_\w+', s))]
+        if bad: raise ValueError(f"chapters must name notebooks of the book (nbs/NN_name.ipynb, or NN_name), got {bad}")
     by_ch: dict[str, list[tuple[str, int, int]]] = {}
     for name, mod in _book_experiments().items():
-        if (cov := sweep_coverage(name, profile)) is not None: by_ch.setdefault(chapter_of(mod), []).append((name, *cov))
-    if chapters is None: return dict(sorted(by_ch.items()))
-    if isinstance(chapters, str) or not all(isinstance(c, (str, Path)) for c in chapters):
-        raise ValueError(f"chapters must be a list of notebook paths or stems, got {chapters!r}")
-    nbs = (repo_root() or Path.cwd()) / 'nbs'
-    known = {p.stem for p in nbs.glob('*.ipynb')} if nbs.is_dir() else None     # an installed package has no notebooks
-    stems = [Path(c).stem for c in chapters]
-    bad = [str(c) for c, s in zip(chapters, stems) if (s not in known if known is not None else not re.fullmatch(r'\d\d_\w+', s))]
-    if bad: raise ValueError(f"chapters must name notebooks of the book (nbs/NN_name.ipynb, or NN_name), got {bad}")
-    return {s: by_ch.get(s, []) for s in stems}
+        ch = chapter_of(mod)
+        if stems is not None and ch not in stems: continue         # counting a sweep intercepts its grid: only those asked for
+        if (cov := sweep_coverage(name, profile)) is not None: by_ch.setdefault(ch, []).append((name, *cov))
+    return dict(sorted(by_ch.items())) if stems is None else {s: by_ch.get(s, []) for s in stems}
 
 def _quick_cost_lines(cc: pd.DataFrame, profile: str = 'quick', cores: int = 2) -> list[str]:
     "The runbook's table of what each chapter's `profile` experiments cost, measured, against the book's hour on `cores` cores."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/96_evidence.ipynb #c002
 from __future__ import annotations
-import hashlib, importlib, json, math, pkgutil, re
+import functools, hashlib, importlib, json, math, pkgutil, re
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -599,11 +599,11 @@ def chapter_claims(chapter: str, profile: str | None = None, decisive: bool = Tr
     sweeps = list(dict.fromkeys(w for _, w in parts if ' sweep of ' in w))   # a sweep not yet whole, named once
     only = [f"{i}: {w}" for i, w in parts if ' sweep of ' not in w]           # a claim only another profile's rows can judge
     from relbook.campaign import CHECKS     # a check of other experiments' training (chapter 5's plateau check)
-    checks, held = {}, set()
+    checks, held, cov_of = {}, set(), functools.cache(sweep_coverage)     # a check's coverage read once, whatever its claims
     for d in best:
         if not (d.provisional and d.profile): continue
         for e, checked in CHECKS.items():
-            if set(d.claim.experiments) & set(checked) and (cov := sweep_coverage(e, d.profile)) and cov[0] < cov[1]:
+            if set(d.claim.experiments) & set(checked) and (cov := cov_of(e, d.profile)) and cov[0] < cov[1]:
                 checks[f"`{d.profile}` sweep of {e}: {cov[0]} of {cov[1]} trials stored"] = True; held.add(d.claim.id)
     if sweeps or only or checks:
         say = [f"On the [claims page](claims.md), {len(here)} of this chapter's {len(js)} claims keep the verdict of this page's "
