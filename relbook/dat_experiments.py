@@ -4,7 +4,8 @@
 
 # %% ../nbs/14_dat_experiments.ipynb #c002
 from __future__ import annotations
-import math, os, time
+import hashlib, json, math, os, time
+from pathlib import Path
 from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
@@ -477,8 +478,11 @@ def lm_trial(model: str, seed: int, protocol: int = LM_VERSION) -> dict:
                       monitor='loss', mode='min')
     res = fit(net, LanguageModeling(), (d['train'],), (d['val'],), cfg, seed=seed, progress=False)
     tokens = p.batch_size * p.seq_len
-    if seed == 0: atomic_write(_lm_path(model, seed), lambda tmp: torch.save(net.state_dict(), tmp))
     best = min((r['val_loss'] for r in res.history), default=float('nan'))   # no history: a cost probe's fit
+    if seed == 0:                   # Figure 5's model, with a record of whose weights these are (`trained_lm`)
+        w = _lm_path(model, seed); atomic_write(w, lambda tmp: torch.save(net.state_dict(), tmp))
+        atomic_write(w.with_suffix('.json'), lambda tmp: Path(tmp).write_text(json.dumps(
+            {'val_loss': float(best), 'sha1': hashlib.sha1(w.read_bytes()).hexdigest()})))
     info = d['info']
     return {'val_loss': best, 'val_ppl': math.exp(best), 'n_params': count_params(net), 'best_step': res.best_step,
             'fit_steps': res.steps, 'fit_max_steps': p.steps, 'fit_time_s': res.wall_time_s, 'train_tokens': info['train_tokens'],
@@ -493,17 +497,32 @@ def dat_lm_experiment() -> pd.DataFrame:
     return run_sweep('dat_lm', grid(model=list(p.models or LM_MODELS), seed=list(range(p.seeds)), protocol=[LM_VERSION]), lm_trial)
 
 def trained_lm(model: str = 'DAT', seed: int = 0) -> tuple[DATLanguageModel, dict]:
-    "The language model the sweep saved, with its data; if the (git-ignored) checkpoint is gone, the trial again, seeded as the sweep seeds it, and said so."
+    """The language model the sweep saved, with its data; if the (git-ignored) checkpoint is gone, the trial again, seeded as
+    the sweep seeds it, and said so beside its stored row. A model trained again is another network than its row's (float
+    sums differ between CPU types), so what is drawn from it must say which it is: the model's `retrained` is
+    {'val_loss': this network's, 'row_val_loss': its row's or None} when it was trained again here, or when the weights on
+    disk say (the trial's `.json` beside them, marked when `trained_lm` trained them) that they are not its row's; else None."""
+    check_choice(model, 'model', LM_MODELS)
+    if seed != 0 or isinstance(seed, bool): raise ValueError(f"seed must be 0, the one seed whose weights the sweep keeps (lm_trial), got {seed!r}")
     p = lm_protocol(); d = lm_corpus(p)
-    path = _lm_path(model, seed)
+    path, retrained = _lm_path(model, seed), None
+    row = [float(r['val_loss']) for r in store_for('dat_lm').rows() if r['params'] == {'model': model, 'seed': seed, 'protocol': LM_VERSION}]
+    row_loss = row[0] if row else None
     if not path.exists():
         seed_everything(seed)                  # as run_sweep does before a trial: the same initial weights and batches
         t0 = time.perf_counter(); out = lm_trial(model, seed)
-        row = [r['val_loss'] for r in store_for('dat_lm').rows() if r['params'] == {'model': model, 'seed': seed, 'protocol': LM_VERSION}]
+        retrained = dict(val_loss=float(out['val_loss']), row_val_loss=row_loss)
+        side = path.with_suffix('.json')             # the trial's record, marked: not the sweep's network, however close
+        atomic_write(side, lambda tmp: Path(tmp).write_text(json.dumps({**json.loads(side.read_text()), 'retrained': True})))
         print(f"checkpoint {path.name} was missing: retrained {model} (seed {seed}, {time.perf_counter() - t0:.0f} s); "
-              f"best validation loss {out['val_loss']:.4f}" + (f" (its row in the results store: {row[0]:.4f})" if row else ''))
+              f"best validation loss {out['val_loss']:.4f}" + (f" (its row in the results store: {row_loss:.4f})" if row else ''))
+    elif (side := path.with_suffix('.json')).exists() and row_loss is not None:   # weights a trial left here earlier: whose?
+        rec = json.loads(side.read_text())           # (a record of other weights, e.g. a campaign's carried ones: none)
+        if rec.get('sha1') == hashlib.sha1(path.read_bytes()).hexdigest() and (rec.get('retrained') or abs(rec['val_loss'] - row_loss) > 1e-6):
+            retrained = dict(val_loss=float(rec['val_loss']), row_val_loss=row_loss)
     net = lm_model(model, d['tokenizer'].vocab_size, p)
-    net.load_state_dict(torch.load(path, map_location='cpu')); return net.eval(), d
+    net.load_state_dict(torch.load(path, map_location='cpu')); net.retrained = retrained
+    return net.eval(), d
 
 @torch.no_grad()
 def relation_activations(net: DATLanguageModel, idx: torch.Tensor, layer: int) -> torch.Tensor:

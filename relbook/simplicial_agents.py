@@ -570,7 +570,8 @@ def imitation_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
     so beside its stored row. A network trained again can differ from its row's (floating-point sums differ between CPU types,
     and DAgger's later rounds then collect other states), so what is drawn from it must say which network it is: the agent's
     `retrained` is {'val_acc': this network's, 'row_val_acc': its row's or None} when it was trained again here, or when the
-    weights on disk say (the trial's `.json` beside them) that they are not its row's; else None."""
+    weights on disk say (the trial's `.json` beside them, marked when this function trained them) that they are not its row's;
+    else None."""
     from relbook.core import seed_everything
     from relbook.harness import store_for
     path = imitation_model_path(agent, seed)
@@ -582,11 +583,13 @@ def imitation_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
     if not path.exists():
         seed_everything(seed); out = imitation_trial(agent, seed)
         retrained = dict(val_acc=float(out['val_acc']), row_val_acc=row_acc)
+        side = path.with_suffix('.json')             # the trial's record, marked: not the sweep's network, however close
+        atomic_write(side, lambda tmp: Path(tmp).write_text(json.dumps({**json.loads(side.read_text()), 'retrained': True})))
         print(f"{path.name} was missing: retrained {agent} (seed {seed}); validation accuracy {out['val_acc']:.4f}"
               + (f" (its row: {row_acc:.4f})" if row else ''))
     elif (side := path.with_suffix('.json')).exists() and row_acc is not None:   # weights a trial left here earlier: whose?
         rec = json.loads(side.read_text())           # (a record of other weights, e.g. before a campaign's carried ones: none)
-        if rec.get('sha1') == hashlib.sha1(path.read_bytes()).hexdigest() and abs(rec['val_acc'] - row_acc) > 1e-6:
+        if rec.get('sha1') == hashlib.sha1(path.read_bytes()).hexdigest() and (rec.get('retrained') or abs(rec['val_acc'] - row_acc) > 1e-6):
             retrained = dict(val_acc=float(rec['val_acc']), row_val_acc=row_acc)
     net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
     net.load_state_dict(torch.load(path, map_location='cpu')); net.retrained = retrained

@@ -286,3 +286,48 @@ def test_cifar_trial_reports_the_end_of_training(tmp_path, monkeypatch):
     out = vision_trial('ViT', 'cifar10', 0)
     assert out['scored'] == 'end of training'
     assert out['test_acc'] == out['curve'][-1][1] and out['curve'][-1][0] == vision_protocol('smoke').epochs
+
+
+def test_trained_lm_says_which_network_it_draws(tmp_path, monkeypatch):
+    """Chapter 14's Figure 5 is drawn from the sweep's DAT, seed 0, whose checkpoint is git-ignored: a model trained again
+    (a fresh checkout, another CPU type) is another network than its row's, and says so; weights a trial left on disk say so
+    on every later load too, through the record beside them; a record of other weights says nothing."""
+    import json
+    from relbook.harness import store_for
+    from relbook.dat_experiments import trained_lm, _lm_path, LM_VERSION
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
+    monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
+    assert not _lm_path('DAT', 0).exists()
+    net, _ = trained_lm('DAT', 0)                                       # trained here: no row stored
+    loss = net.retrained['val_loss']
+    assert net.retrained['row_val_loss'] is None and loss == loss and loss > 0
+    side = _lm_path('DAT', 0).with_suffix('.json')
+    assert json.loads(side.read_text())['val_loss'] == loss
+    assert trained_lm('DAT', 0)[0].retrained is None                    # its weights, kept; no row to differ from
+    store_for('dat_lm').add({'model': 'DAT', 'seed': 0, 'protocol': LM_VERSION}, {'val_loss': loss + 0.1})   # the row: another network
+    rt = trained_lm('DAT', 0)[0].retrained
+    assert rt == {'val_loss': loss, 'row_val_loss': loss + 0.1}
+    rec = json.loads(side.read_text())
+    side.write_text(json.dumps({'val_loss': loss + 0.1, 'sha1': rec['sha1']}))   # the sweep's own record, the row's network: nothing to say
+    assert trained_lm('DAT', 0)[0].retrained is None
+    side.write_text(json.dumps({'val_loss': loss, 'sha1': '0' * 40}))    # a record of other weights (a campaign's carried ones)
+    assert trained_lm('DAT', 0)[0].retrained is None
+
+
+def test_trained_lm_keeps_saying_it_was_trained_again(tmp_path, monkeypatch):
+    """A model trained again can match its row to the last digits (5.5096107 against 5.5096109 on 2026-11-30's AMD EPYC,
+    the row's from an Intel Xeon): the record beside its weights is marked, so a later render still says it is not the
+    sweep's network. Only seed 0's weights are kept; another seed, or an unknown model, is refused by name."""
+    import json
+    from relbook.harness import store_for
+    from relbook.dat_experiments import trained_lm, _lm_path, LM_VERSION
+    monkeypatch.setenv('RELBOOK_RESULTS', str(tmp_path))
+    monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
+    for bad, arg in ((dict(seed=1), 'seed'), (dict(seed=True), 'seed'), (dict(model='GPT'), 'model')):
+        with pytest.raises(ValueError, match=arg):
+            trained_lm(**{'model': 'DAT', 'seed': 0, **bad})
+    net, _ = trained_lm('DAT', 0)
+    loss = net.retrained['val_loss']
+    assert json.loads(_lm_path('DAT', 0).with_suffix('.json').read_text())['retrained'] is True
+    store_for('dat_lm').add({'model': 'DAT', 'seed': 0, 'protocol': LM_VERSION}, {'val_loss': loss})   # a row it matches exactly
+    assert trained_lm('DAT', 0)[0].retrained == {'val_loss': loss, 'row_val_loss': loss}

@@ -275,7 +275,8 @@ def test_imitation_agent_reads_whose_weights_are_on_disk(tmp_path, monkeypatch):
     rt = imitation_agent('simplicial', 0).retrained
     assert rt is not None and rt['val_acc'] == acc and abs(rt['row_val_acc'] - (acc + 0.1)) < 1e-12
     rec = json.loads(side.read_text())
-    side.write_text(json.dumps({**rec, 'val_acc': acc + 0.1}))           # the row's own network: nothing to say
+    assert rec['retrained'] is True                                     # marked: trained again by imitation_agent
+    side.write_text(json.dumps({'val_acc': acc + 0.1, 'sha1': rec['sha1']}))   # the sweep's own record, the row's network: nothing to say
     assert imitation_agent('simplicial', 0).retrained is None
     side.write_text(json.dumps({'val_acc': acc, 'sha1': '0' * 40}))      # a record of other weights (carried ones replaced them)
     assert imitation_agent('simplicial', 0).retrained is None            # says nothing of these
