@@ -374,8 +374,11 @@ class Judgement:
     devices: str
     commits: str
     dirty: int                       # rows made from a modified tree
-    pending: str = ''                # a sweep not yet complete: at a larger profile (skipped), or at the one asked for
+    pending: str = ''                # what the verdict waits for, in words ('; '-joined `waits`, then `only`): the claims page's
     partial: bool = False            # judged (at the profile asked for) on a sweep that is not complete
+    waits: tuple = ()                # each sweep not yet whole that the verdict waits for: at a larger profile (skipped), or at
+                                     # the one asked for ("`gpu` sweep of dat_lm: 6 of 15 trials stored")
+    only: str = ''                   # not run: the profiles whose rows alone can judge the claim, in words ('' if any can)
 
     def label(self) -> str:
         "The verdict as a reader sees it: 'supports the paper (provisional)'."
@@ -410,10 +413,10 @@ def current_rows(name: str, profile: str) -> pd.DataFrame:
     "`current_records` as a flat frame (the trials' parameters are columns of their rows already)."
     return pd.DataFrame([{k: v for k, v in r.items() if k != 'params'} for r in current_records(name, profile)])
 
-def _incomplete(c: Claim, profile: str) -> str:
-    "'' when every experiment of `c` has its whole sweep at `profile` stored (or an unknown plan); else what is missing."
+def _incomplete(c: Claim, profile: str) -> list[str]:
+    "[] when every experiment of `c` has its whole sweep at `profile` stored (or an unknown plan); else what is missing, per sweep."
     short = [(e, cov) for e in c.experiments if (cov := sweep_coverage(e, profile)) and cov[0] < cov[1]]
-    return '; '.join(f"`{profile}` sweep of {e}: {h} of {n} trials stored" for e, (h, n) in short)
+    return [f"`{profile}` sweep of {e}: {h} of {n} trials stored" for e, (h, n) in short]
 
 DECISIVE = 'gpu'   # the profile that settles the book's claims: a planned sweep there with nothing stored yet is named too
 
@@ -427,10 +430,10 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
         if c.profiles and p not in c.profiles: continue              # rows at this profile cannot judge the claim
         frames = [current_rows(e, p) for e in c.experiments]        # flat rows of the current grid; empty if it never ran
         if all(f.empty for f in frames):
-            if p == DECISIVE and not profile and (gap := _incomplete(c, p)): pending.append(gap)   # planned, nothing stored yet
+            if p == DECISIVE and not profile and (gap := _incomplete(c, p)): pending += gap   # planned, nothing stored yet
             continue
         if (gap := _incomplete(c, p)) and not profile:
-            pending.append(gap); continue
+            pending += gap; continue
         df = pd.concat([f for f in frames if not f.empty], ignore_index=True)
         ev = c.evaluate(df)
         if ev.comparison is None or ev.rows.empty: continue
@@ -445,9 +448,10 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
         dev = rows['device_name'].astype(str) if 'device_name' in rows else pd.Series(['unknown'] * len(rows))
         return Judgement(c, p, ev, cmp_.verdict, decided and still > 0, still, unknown, len(rows), cmp_.n,
                          ', '.join(sorted(set(dev))), ', '.join(sorted(set(sha))), int(sha.str.endswith('+dirty').sum()),
-                         '; '.join(pending + ([gap] if gap else [])), bool(gap))
-    only = [f"only `{'`, `'.join(c.profiles)}` rows can judge it"] if c.profiles else []
-    return Judgement(c, None, None, 'not run', False, 0, 0, 0, 0, '', '', 0, '; '.join(pending + only))
+                         '; '.join(pending + gap), bool(gap), tuple(pending + gap))
+    only = f"only `{'`, `'.join(c.profiles)}` rows can judge it" if c.profiles else ''
+    return Judgement(c, None, None, 'not run', False, 0, 0, 0, 0, '', '', 0, '; '.join(pending + ([only] if only else [])),
+                     waits=tuple(pending), only=only)
 
 # %% ../nbs/96_evidence.ipynb #c027
 def _slug(title: str) -> str:
@@ -594,10 +598,9 @@ def chapter_claims(chapter: str, profile: str | None = None, decisive: bool = Tr
                 *_claims_tables(f, link=False)[:len(f) + 3]]        # the table and its closing blank line; then our numbers there
         for _, r in f.iterrows():
             out += [f"**{r['id']}** at `{r['profile']}`: " + (r['ours'] or 'no results') + (f" ({r['note']})" if r['note'] else '') + '.', '']
-    here = [d for d in best if d.profile in (page, None) and d.pending]     # what the claims page waits for, from the stores
-    parts = [(d.claim.id, w) for d in here for w in d.pending.split('; ') if w]
-    sweeps = list(dict.fromkeys(w for _, w in parts if ' sweep of ' in w))   # a sweep not yet whole, named once
-    only = [f"{i}: {w}" for i, w in parts if ' sweep of ' not in w]           # a claim only another profile's rows can judge
+    here = [d for d in best if d.profile in (page, None) and (d.waits or d.only)]   # what the claims page waits for, from the stores
+    sweeps = list(dict.fromkeys(w for d in here for w in d.waits))            # a sweep not yet whole, named once
+    only = [f"{d.claim.id}: {d.only}" for d in here if d.only]                # a claim only another profile's rows can judge
     from relbook.campaign import CHECKS     # a check of other experiments' training (chapter 5's plateau check)
     checks, held, cov_of = {}, set(), functools.cache(sweep_coverage)     # a check's coverage read once, whatever its claims
     for d in best:
