@@ -5,7 +5,7 @@
 # %% ../nbs/96_evidence.ipynb #c002
 from __future__ import annotations
 import functools, hashlib, importlib, json, math, pkgutil, re
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 import numpy as np
@@ -16,11 +16,11 @@ from .harness import store_for
 
 # %% auto #0
 __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'UPSTREAM_STILL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'DECISIVE',
-           'CLAIMS_PAGE', 'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'power', 'seeds_for_power',
-           'convergence', 'curve_peak', 'select', 'at_largest', 'per_seed', 'Evidence', 'conditions', 'Claim', 'claim',
-           'load_all_claims', 'Judgement', 'sweep_coverage', 'current_records', 'current_rows', 'judge', 'judge_all',
-           'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page', 'chapter_claims', 'verdict_md',
-           'verdict_phrase', 'glue_verdict', 'build_claims', 'write_claims']
+           'CLAIMS_PAGE', 'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'compare_all', 'power',
+           'seeds_for_power', 'convergence', 'curve_peak', 'select', 'at_largest', 'per_seed', 'Evidence', 'conditions',
+           'Claim', 'claim', 'load_all_claims', 'Judgement', 'sweep_coverage', 'current_records', 'current_rows',
+           'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page',
+           'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict', 'build_claims', 'write_claims']
 
 # %% ../nbs/96_evidence.ipynb #c005
 VERDICTS = ('supports the paper', 'contradicts the paper', 'inconclusive', 'insufficient data', 'not run')
@@ -172,6 +172,34 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
     back = math.exp if ratio else (lambda v: v)
     return Comparison(back(eff), back(lo), back(hi), n, verdict, sz, ('ratio, ' if ratio else '') + how,
                       direction, size if margin is None else margin, one_sided)
+
+# %% ../nbs/96_evidence.ipynb #c011q
+def compare_all(pairs: dict, *, direction: int = 1, level: float = LEVEL, **compare_kw) -> tuple[Comparison, str]:
+    '''Judge a claim about every pair: `pairs` maps a label to (a, b) per-seed values, as `compare` takes them. Supports the paper
+    only if every pair does at `level` (intersection-union test), contradicts it if some pair does at the Bonferroni level
+    1 − (1 − level)/k, else inconclusive (insufficient data if any pair is). Returns the deciding pair's `Comparison`, its
+    verdict and method replaced by the combination's, and that pair's label.'''
+    if not isinstance(pairs, dict) or not pairs: raise ValueError(f"pairs must be a non-empty dict label -> (a, b), got {pairs!r}")
+    if direction == 0 or any(k in compare_kw for k in ('size', 'margin')):
+        raise ValueError("compare_all combines directional claims (direction ±1) without a size or margin")
+    bad = [k for k, v in pairs.items() if not (isinstance(v, tuple) and len(v) == 2)]
+    if bad: raise ValueError(f"each pair must be a tuple (a, b) of per-seed values; not so for {bad}")
+    k = len(pairs)
+    each = {lab: compare(a, b, direction=direction, level=level, **compare_kw) for lab, (a, b) in pairs.items()}
+    wide = {lab: compare(a, b, direction=direction, level=1 - (1 - level) / k, **compare_kw) for lab, (a, b) in pairs.items()}
+    how = f"; each of {k} pairs, the deciding one shown (all must support; contradicts at the Bonferroni level 1 − {1 - level:g}/{k})"
+    weakest = lambda cs: min(cs, key=lambda lab: direction * cs[lab].effect)
+    if any(c.verdict == 'insufficient data' for c in each.values()):
+        lab = next(lab for lab, c in each.items() if c.verdict == 'insufficient data'); verdict, c = 'insufficient data', each[lab]
+    elif all(c.verdict == 'supports the paper' for c in each.values()):
+        lab = min(each, key=lambda l: min(direction * each[l].lo, direction * each[l].hi)); verdict, c = 'supports the paper', each[lab]
+    elif (against := {l: c for l, c in wide.items() if c.verdict == 'contradicts the paper'}):
+        lab = weakest(against); verdict, c = 'contradicts the paper', against[lab]
+        how = how.replace('the deciding one shown', f'the deciding one shown at its {1 - (1 - level) / k:.4g} interval')
+    else:
+        lab = weakest(each); verdict, c = 'inconclusive', each[lab]
+    return replace(c, verdict=verdict, method=c.method + how), lab
+
 
 # %% ../nbs/96_evidence.ipynb #c013
 def power(effect: float, sd: float, n: int, level: float = LEVEL) -> float:

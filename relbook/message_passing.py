@@ -182,7 +182,7 @@ def corrupt(A: np.ndarray,          # (d, n) clean states S R
 # %% ../nbs/02_message_passing.ipynb #c033b
 from .evidence import claim, compare, Evidence
 
-LASSO_SLOPE_MARGIN = 0.25   # "error ∝ √(k log(2m)/d)": the per-seed log-log slope lies within 1 ± 0.25
+LASSO_SLOPE_MARGIN = 0.25   # (3.18) is a bound: the per-seed log-log slope of error on rate must not lie below 1 − 0.25
 
 def _boundary_rises(kind: str):
     "Evidence for (3.15) with one kind of gross error: per seed, ε* at the largest d/m minus ε* at d/m = 1."
@@ -199,16 +199,26 @@ def _boundary_rises(kind: str):
                         d, note=note, convergence_keys=False)
     return evaluate
 
+def _slopes(d: pd.DataFrame) -> pd.Series:
+    "Per seed, the least-squares slope of log error on log rate over the cells of `d` (seeds with one rate only are left out)."
+    return pd.Series({s: np.polyfit(np.log(g['rate']), np.log(g['err']), 1)[0]
+                      for s, g in d.groupby('seed') if g['rate'].nunique() > 1}, dtype=float)
+
 def _lasso_slope(lam_c: float):
-    "Evidence for (3.18) with λ = c·√(2d log 2m): per seed, the slope of log error on log √(k log(2m)/d), against 1."
+    """Evidence for (3.18) with λ = c·√(2d log 2m), an upper bound error ≤ C·rate: per seed, the slope of log error on log
+    √(σ²k log(2m)/d), against 1, one-sided. An error falling more slowly than the rate as the rate shrinks (slope below 1)
+    would outgrow any C; one falling faster (slope above 1) cannot break a bound. The note gives the slope over the cells
+    whose error stays below σ (inside the regime (3.17) asks for; past it the estimate collapses to 0)."""
     def evaluate(df: pd.DataFrame) -> Evidence:
         d = df[df['lam_c'] == lam_c]
-        slope = pd.Series({s: np.polyfit(np.log(g['rate']), np.log(g['err']), 1)[0]
-                           for s, g in d.groupby('seed') if g['rate'].nunique() > 1}, dtype=float)
+        slope = _slopes(d)
         if slope.empty: return Evidence(None, 'no rows', d, convergence_keys=False)
         ours = f'slope {slope.mean():.2f} (per seed: {", ".join(f"{v:.2f}" for v in slope)})'
-        return Evidence(compare(slope, 1.0, direction=0, margin=LASSO_SLOPE_MARGIN), ours, d,
-                        note='the effect is slope − 1; equivalence margin ±0.25', convergence_keys=False)
+        note = (f'the effect is slope − 1; one-sided: a bound is broken only by a slope below 1 − {LASSO_SLOPE_MARGIN} '
+                '(the margin was chosen after the `full` rows were stored)')
+        below = _slopes(d[d['err'] < d['sigma']]) if 'sigma' in d else pd.Series(dtype=float)
+        if len(below) >= 2: note += f'; over the cells whose error stays below σ only: slope {below.mean():.2f} (per seed: {", ".join(f"{v:.2f}" for v in below)})'
+        return Evidence(compare(slope, 1.0, direction=1, margin=LASSO_SLOPE_MARGIN), ours, d, note=note, convergence_keys=False)
     return evaluate
 
 MESSAGE_PASSING_CLAIMS = (   # the chapter's claims, in the order the chapter tests them
@@ -233,18 +243,18 @@ MESSAGE_PASSING_CLAIMS = (   # the chapter's claims, in the order the chapter te
     # (3.17)–(3.18): the robust lasso's error scales like √(k log(2m)/d), once for each constant c in λ
     claim(id='robust-lasso-error-rate-c0.5', chapter='02_message_passing', paper='altabaa2023abstractors',
           where='§3.5, (3.17)–(3.18)',
-          claim='For sparse relations the robust lasso (3.16) recovers the relations with an error proportional to √(σ²k log(2m)/d) (here with λ = ½·√(2d log 2m)).',
-          paper_value='error ≤ C·√(σ²k log(2m)/d)/(1−ε): slope 1 in the rate',
+          claim='For sparse relations the robust lasso (3.16) recovers the relations with an error of at most a constant times √(σ²k log(2m)/d) (here with λ = ½·√(2d log 2m)).',
+          paper_value='error ≤ C·√(σ²k log(2m)/d)/(1−ε) when (3.17) holds; C, c and λ not given',
           experiments=('robust_lasso_rate',), metric='mean ‖r̂_j − r_j‖₂ over the columns of a trial',
-          comparison='per-seed slope of log error on log √(k log(2m)/d) over the (d, k) grid, against 1; equivalence within ±0.25',
+          comparison='per-seed slope of log error on log √(σ²k log(2m)/d) over the (d, k) grid, against 1; one-sided: not below 1 − 0.25 (an error that falls more slowly than the rate would outgrow any constant)',
           evaluate=_lasso_slope(0.5),
           section='Experiment 2 — sparse relations and the robust lasso (eq. 3.16–3.18)'),
     claim(id='robust-lasso-error-rate-c1', chapter='02_message_passing', paper='altabaa2023abstractors',
           where='§3.5, (3.17)–(3.18)',
-          claim='For sparse relations the robust lasso (3.16) recovers the relations with an error proportional to √(σ²k log(2m)/d) (here with λ = √(2d log 2m)).',
-          paper_value='error ≤ C·√(σ²k log(2m)/d)/(1−ε): slope 1 in the rate',
+          claim='For sparse relations the robust lasso (3.16) recovers the relations with an error of at most a constant times √(σ²k log(2m)/d) (here with λ = √(2d log 2m)).',
+          paper_value='error ≤ C·√(σ²k log(2m)/d)/(1−ε) when (3.17) holds; C, c and λ not given',
           experiments=('robust_lasso_rate',), metric='mean ‖r̂_j − r_j‖₂ over the columns of a trial',
-          comparison='per-seed slope of log error on log √(k log(2m)/d) over the (d, k) grid, against 1; equivalence within ±0.25',
+          comparison='per-seed slope of log error on log √(σ²k log(2m)/d) over the (d, k) grid, against 1; one-sided: not below 1 − 0.25 (an error that falls more slowly than the rate would outgrow any constant)',
           evaluate=_lasso_slope(1.0),
           section='Experiment 2 — sparse relations and the robust lasso (eq. 3.16–3.18)'),
 )

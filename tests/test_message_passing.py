@@ -248,12 +248,19 @@ def test_recovery_claim_reads_one_boundary_per_seed():
     assert CLAIMS['recovery-boundary-rises-gaussian-errors'].evaluate(rows[rows.ratio == 1]).comparison is None
 
 
-def test_lasso_claims_judge_the_slope_within_a_margin():
+def test_lasso_claims_judge_the_slope_as_a_bound():
+    """(3.18) is an upper bound, error ≤ C·rate: only an error falling more slowly than the rate (slope below 1 − margin)
+    breaks it; a steeper slope cannot (it read as 'contradicts' under the proportionality reading before 2026-11-30)."""
     from relbook.evidence import CLAIMS
     rng = np.random.default_rng(0)
-    def rows(power, seeds):
-        return pd.DataFrame([dict(lam_c=c, seed=s, d=d, k=k, rate=0.1 * math.sqrt(k / d), err=(0.1 * math.sqrt(k / d)) ** power * math.exp(0.01 * rng.standard_normal()))
+    def rows(power, seeds, sigma=None):
+        return pd.DataFrame([dict(lam_c=c, seed=s, d=d, k=k, rate=0.1 * math.sqrt(k / d), err=(0.1 * math.sqrt(k / d)) ** power * math.exp(0.01 * rng.standard_normal()),
+                                  **({} if sigma is None else {'sigma': sigma}))
                              for c in (0.5, 1.0) for s in range(seeds) for d in (50, 100, 200) for k in (1, 4)])
     assert CLAIMS['robust-lasso-error-rate-c0.5'].evaluate(rows(1.0, 3)).comparison.verdict == 'supports the paper'
-    assert CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(1.6, 3)).comparison.verdict == 'contradicts the paper'
+    assert CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(1.6, 3)).comparison.verdict == 'supports the paper'    # steeper: no bound broken
+    assert CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(0.8, 3)).comparison.verdict == 'supports the paper'    # within the margin
+    assert CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(0.5, 3)).comparison.verdict == 'contradicts the paper' # outgrows any C
     assert CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(1.0, 2)).comparison.verdict == 'insufficient data'
+    ev = CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(1.0, 3, sigma=0.02))       # some cells' error below σ: their slope too
+    assert 'over the cells whose error stays below σ only: slope 1.0' in ev.note, ev.note
