@@ -454,11 +454,13 @@ def judge(c: Claim, profile: str | None = None) -> Judgement:
     sweep that is planned and has nothing stored yet). Asked for one profile, it judges what is stored there and marks an
     incomplete sweep `partial`."""
     profiles, pending = (profile,) if profile else PROFILE_ORDER[:-1], []
+    # the run that will decide it: the `DECISIVE` profile, or, for a claim only other profiles can judge, the largest of them
+    decisive = DECISIVE if not c.profiles or DECISIVE in c.profiles else max(c.profiles, key=PROFILE_ORDER[::-1].index)
     for p in profiles:
         if c.profiles and p not in c.profiles: continue              # rows at this profile cannot judge the claim
         frames = [current_rows(e, p) for e in c.experiments]        # flat rows of the current grid; empty if it never ran
         if all(f.empty for f in frames):
-            if p == DECISIVE and not profile and (gap := _incomplete(c, p)): pending += gap   # planned, nothing stored yet
+            if p == decisive and not profile and (gap := _incomplete(c, p)): pending += gap   # planned, nothing stored yet
             continue
         if (gap := _incomplete(c, p)) and not profile:
             pending += gap; continue

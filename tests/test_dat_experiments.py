@@ -331,3 +331,20 @@ def test_trained_lm_keeps_saying_it_was_trained_again(tmp_path, monkeypatch):
     assert json.loads(_lm_path('DAT', 0).with_suffix('.json').read_text())['retrained'] is True
     store_for('dat_lm').add({'model': 'DAT', 'seed': 0, 'protocol': LM_VERSION}, {'val_loss': loss})   # a row it matches exactly
     assert trained_lm('DAT', 0)[0].retrained == {'val_loss': loss, 'row_val_loss': loss}
+
+
+def test_transformer_plus_claim_is_judged_at_each_depth():
+    """Table 2's "at 2, 3 and 4 layers" holds only if it holds at each depth: a mean over depths could be carried by one
+    (the review of 2026-11-30); one depth clearly against the paper contradicts it, whatever the others do."""
+    import pandas as pd
+    from relbook.dat_experiments import model_vs_each
+    def rows(gap4):
+        return pd.DataFrame([dict(model=m, n_layers=L, module='x', seed=s, ar_seq_acc=0.0, best_step=10, curve=[[10, 0.5], [20, 0.4]],
+                                  acc=0.5 + 0.01 * s + (0.1 + 0.01 * s * L if m == 'DAT' else 0) + (gap4 - 0.1 if m == 'DAT' and L == 4 else 0))
+                             for s in range(4) for L in (2, 3, 4) for m in ('DAT', 'Transformer+')])
+    judge = model_vs_each('acc', 'DAT', 'Transformer+', 'n_layers')
+    assert judge(rows(0.1)).comparison.verdict == 'supports the paper'             # ahead at every depth
+    ev = judge(rows(-0.3))                                                         # far behind at 4 layers, ahead at 2 and 3
+    assert ev.comparison.verdict == 'contradicts the paper' and 'the deciding one: n_layers = 4' in ev.ours
+    assert ev.note.count('n_layers = ') == 3
+    assert judge(rows(0.1).iloc[:0]).comparison is None
