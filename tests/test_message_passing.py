@@ -264,3 +264,16 @@ def test_lasso_claims_judge_the_slope_as_a_bound():
     assert CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(1.0, 2)).comparison.verdict == 'insufficient data'
     ev = CLAIMS['robust-lasso-error-rate-c1'].evaluate(rows(1.0, 3, sigma=0.02))       # some cells' error below σ: their slope too
     assert 'over the cells whose error stays below σ only: slope 1.0' in ev.note, ev.note
+
+
+def test_recovery_claim_measures_the_rise_from_above_d_equal_m():
+    """At d/m = 1 the LP fits any corrupted column exactly, so ε* there is 0 by construction: the rise is measured from the
+    smallest ratio above 1 (the review of 2026-11-30), over seeds without pairing (each ratio draws its own data)."""
+    from relbook.evidence import CLAIMS
+    eps = [0.0, 0.1, 0.2, 0.3]
+    rate = {1: [1.0, 0.0, 0.0, 0.0], 2: [1.0, 1.0, 0.25, 0.0], 4: [1.0, 1.0, 0.75, 0.25]}   # ε* 0.05, 0.15, 0.25
+    rows = pd.DataFrame([dict(corruption=k, ratio=r, eps=e, seed=s, recovered=rate[r][i] if s else min(1.0, rate[r][i] + 0.1 * (r == 4)))
+                         for k in CORRUPTIONS for r in rate for i, e in enumerate(eps) for s in range(6)])
+    ev = CLAIMS['recovery-boundary-rises-aligned-errors'].evaluate(rows)
+    assert 'at d/m = 2' in ev.ours and 'Welch' in ev.comparison.method, (ev.ours, ev.comparison.method)
+    assert ev.comparison.verdict == 'supports the paper' and 0.07 < ev.comparison.effect < 0.12   # from d/m = 1 it would be about 0.2
