@@ -189,8 +189,8 @@ def compare_all(pairs: dict, *, direction: int = 1, level: float = LEVEL, **comp
     wide = {lab: compare(a, b, direction=direction, level=1 - (1 - level) / k, **compare_kw) for lab, (a, b) in pairs.items()}
     how = f"; each of {k} pairs, the deciding one shown (all must support; contradicts at the Bonferroni level 1 − {1 - level:g}/{k})"
     weakest = lambda cs: min(cs, key=lambda lab: direction * cs[lab].effect)
-    if any(c.verdict == 'insufficient data' for c in each.values()):
-        lab = next(lab for lab, c in each.items() if c.verdict == 'insufficient data'); verdict, c = 'insufficient data', each[lab]
+    if (short := {l: c for l, c in each.items() if c.verdict == 'insufficient data'}):
+        lab = weakest(short); verdict, c = 'insufficient data', short[lab]
     elif all(c.verdict == 'supports the paper' for c in each.values()):
         lab = min(each, key=lambda l: min(direction * each[l].lo, direction * each[l].hi)); verdict, c = 'supports the paper', each[lab]
     elif (against := {l: c for l, c in wide.items() if c.verdict == 'contradicts the paper'}):
