@@ -150,6 +150,12 @@ def rl_progress(rows: pd.DataFrame) -> pd.DataFrame:
     b = [best(r) for r in rows.to_dict('records')]
     return rows.assign(best_frames=[x for x, _ in b], budget_frames=[y for _, y in b])
 
+def _b2_words(rows: pd.DataFrame, agents: list[str]) -> str:
+    "'; on the b ≥ 2 types: …' — each agent's mean evaluation win rate there, where the rows record it (rows before 2026-11-30 do not)."
+    if 'eval_win_b2' not in rows or rows['eval_win_b2'].isna().all(): return ''
+    m = rows.groupby('agent')['eval_win_b2'].mean()
+    return '; on the b ≥ 2 types: ' + ', '.join(f'{a} {m[a]:.3f}' for a in agents if a in m and m[a] == m[a])
+
 def _rl_learns(df: pd.DataFrame) -> Evidence:
     """Each agent's evaluation win rate − the random policy's on the same episodes, per seed, judged together (`compare_all`:
     "both learn" holds only if each does; not the worse agent minus random, which is below 0 on average when both equal it)."""
@@ -160,7 +166,8 @@ def _rl_learns(df: pd.DataFrame) -> Evidence:
     w = w.dropna()
     c, lab = compare_all({f'{m} − random': (w[m], w['random']) for m in ('relational', 'simplicial')})
     ours = (f"evaluation win rate: relational {w.relational.mean():.3f}, simplicial {w.simplicial.mean():.3f}, "
-            f"random policy {w['random'].mean():.3f} (the same {int(rows.eval_episodes.iloc[0])} episodes per seed); the deciding pair: {lab}")
+            f"random policy {w['random'].mean():.3f} (the same {int(rows.eval_episodes.iloc[0])} episodes per seed); the deciding pair: {lab}"
+            + _b2_words(rows, ['relational', 'simplicial', 'random']))
     return Evidence(c, ours, rl_progress(rows), convergence_keys=RL_CONVERGENCE,
                     note=f"{int(rows.frames.max()):,} frames per agent" if 'frames' in rows and rows.frames.notna().any() else '')
 
@@ -174,7 +181,8 @@ def _rl_plateau(df: pd.DataFrame) -> Evidence:
     if 'simplicial' not in w or not rel: return Evidence(None, 'no rows', rows, convergence_keys=False)
     w = w.dropna(subset=['simplicial', *rel], how='any')
     c, lab = compare_all({f'simplicial − {r}': (w['simplicial'], w[r]) for r in rel})
-    ours = 'evaluation win rate: ' + ', '.join(f'{k} {w[k].mean():.3f}' for k in ['simplicial', *rel]) + f'; the deciding pair: {lab}'
+    ours = ('evaluation win rate: ' + ', '.join(f'{k} {w[k].mean():.3f}' for k in ['simplicial', *rel]) + f'; the deciding pair: {lab}'
+            + _b2_words(rows, ['simplicial', *rel]))
     return Evidence(c, ours, rl_progress(rows[rows.agent.isin(['simplicial', *rel])]), convergence_keys=RL_CONVERGENCE)
 
 # %% ../nbs/11_simplicial_agents.ipynb #c010b1
@@ -317,13 +325,16 @@ def model_path(agent: str, seed: int) -> Path:
 
 # %% ../nbs/11_simplicial_agents.ipynb #c022
 def _eval_metrics(ev: dict, prefix: str = 'eval_') -> dict:
-    "Win rate overall, with / without a bridge and by solution length, from evaluate_policy's per-episode records."
+    """Win rate overall, with / without a bridge, by solution length, and on the types with bridge source b ≥ 2 (mean over
+    those types: the rate chapter 10 finds can speak to the paper's explanation), from evaluate_policy's per-episode records."""
     ep = pd.DataFrame(ev['episodes'])
     pt = np.stack(ep['puzzle_type'].to_numpy())
-    ep['a'], ep['bridge'] = pt[:, 0], pt[:, 1] > 0
+    ep['a'], ep['bridge'], ep['type'] = pt[:, 0], pt[:, 1] > 0, [tuple(t) for t in pt]
+    b2 = ep[pt[:, 1] >= 2].groupby('type').won.mean()
     out = {f'{prefix}win_rate': float(ev['win_rate']), f'{prefix}mean_return': float(ev['mean_return']),
            f'{prefix}mean_length': float(ev['mean_length']), f'{prefix}episodes': int(ev['n_episodes']),
-           f'{prefix}win_bridge': float(ep[ep.bridge].won.mean()), f'{prefix}win_no_bridge': float(ep[~ep.bridge].won.mean())}
+           f'{prefix}win_bridge': float(ep[ep.bridge].won.mean()), f'{prefix}win_no_bridge': float(ep[~ep.bridge].won.mean()),
+           f'{prefix}win_b2': float(b2.mean()) if len(b2) else float('nan')}
     for a in (1, 2, 3): out[f'{prefix}win_len{a}'] = float(ep[ep.a == a].won.mean()) if (ep.a == a).any() else float('nan')
     return out
 

@@ -1,6 +1,7 @@
 """The §4 agents: shapes, a training step, the entity–tile correspondence, the experiments at smoke, bad input."""
 from dataclasses import replace
 
+import math
 import numpy as np
 import pytest
 import torch
@@ -157,3 +158,17 @@ def test_rl_progress_reads_convergence_off_the_training_history():
     ev = CLAIMS['simplicial-rl-agents-learn'].evaluate(df)
     assert ev.comparison.verdict == 'supports the paper'
     assert sum(convergence(r, *ev.convergence_keys) == 'still improving' for r in ev.rows.to_dict('records')) == 6
+
+
+def test_eval_metrics_report_the_b2_win_rate():
+    """The RL trials record the win rate on the types with bridge source b ≥ 2 (mean over those types), the rate chapter 10
+    finds can speak to the paper's explanation; NaN when no such type was played."""
+    from relbook.simplicial_agents import _eval_metrics
+    eps = [dict(puzzle_type=t, won=w) for t, w in [((1, 0, 0), True), ((2, 2, 3), True), ((2, 2, 3), False), ((3, 3, 4), False),
+                                                   ((3, 1, 2), True)]]
+    ev = dict(episodes=eps, win_rate=0.6, mean_return=1.0, mean_length=10.0, n_episodes=len(eps))
+    out = _eval_metrics(ev)
+    assert out['eval_win_b2'] == pytest.approx((0.5 + 0.0) / 2)          # per type, then the mean over the two b ≥ 2 types
+    assert out['eval_win_bridge'] == pytest.approx(2 / 4)
+    none = _eval_metrics(dict(ev, episodes=eps[:1] + eps[-1:]))
+    assert math.isnan(none['eval_win_b2'])
