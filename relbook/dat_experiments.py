@@ -4,8 +4,7 @@
 
 # %% ../nbs/14_dat_experiments.ipynb #c002
 from __future__ import annotations
-import hashlib, json, math, os, time
-from pathlib import Path
+import math, os, time
 from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
@@ -14,7 +13,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .core import (by_profile, check_choice, get_device, get_profile, results_dir, atomic_write, seed_everything, check_version,
                           to_device, check_shape, check_positive, check_count)
-from .harness import fit, TrainConfig, Classification, LanguageModeling, experiment, grid, run_sweep, store_for
+from .harness import (fit, TrainConfig, Classification, LanguageModeling, experiment, grid, run_sweep, store_for,
+                             record_weights, mark_retrained, weights_retrained)
 from .abstractor import count_params
 from .dat import DATConfig, DATSeq2Seq, DATLanguageModel, ViDAT
 from .mathdata import VOCAB_SIZE, PAD, MAX_Q
@@ -34,7 +34,7 @@ __all__ = ['SYMMETRY_MARGIN', 'RCA_MARGIN', 'MATH_DAT_MODELS', 'TABLE2', 'VISION
            'relation_activations']
 
 # %% ../nbs/14_dat_experiments.ipynb #c003b
-from .evidence import claim, conditions, compare, compare_all, per_seed, select, Evidence
+from .evidence import claim, conditions, compare_all, fmt_pairs, per_seed, select, Evidence
 from .mathbench import curve_budget, early_learning, MATH_CONVERGENCE
 
 SYMMETRY_MARGIN = 0.01   # Table 3's "no significant difference", read as within ±1 point of test accuracy
@@ -64,10 +64,10 @@ def model_vs_each(metric: str, a: str, b: str, axis: str, mode: str = 'max', not
             common = va.index.intersection(vb.index)
             if len(common): pairs[f'{axis} = {v}'] = (va[common], vb[common])
         if not pairs: return Evidence(None, 'no rows', rows, convergence_keys=MATH_CONVERGENCE)
-        c, lab = compare_all(pairs)
+        c, lab, each = compare_all(pairs)
         ours = '; '.join(f'{k}: {a} {x.mean():.3f}, {b} {y.mean():.3f}' for k, (x, y) in pairs.items()) + f'; the deciding one: {lab}'
         ev = Evidence(c, ours, rows, convergence_keys=MATH_CONVERGENCE,
-                      note='each: ' + '; '.join(f'{k} {compare(x, y).fmt()}' for k, (x, y) in pairs.items()))
+                      note='each: ' + fmt_pairs(each))
         if note is not None: ev.add_note(note(df))
         return ev
     return evaluate
@@ -511,9 +511,7 @@ def lm_trial(model: str, seed: int, protocol: int = LM_VERSION) -> dict:
     tokens = p.batch_size * p.seq_len
     best = min((r['val_loss'] for r in res.history), default=float('nan'))   # no history: a cost probe's fit
     if seed == 0:                   # Figure 5's model, with a record of whose weights these are (`trained_lm`)
-        w = _lm_path(model, seed); atomic_write(w, lambda tmp: torch.save(net.state_dict(), tmp))
-        atomic_write(w.with_suffix('.json'), lambda tmp: Path(tmp).write_text(json.dumps(
-            {'val_loss': float(best), 'sha1': hashlib.sha1(w.read_bytes()).hexdigest()})))
+        w = _lm_path(model, seed); atomic_write(w, lambda tmp: torch.save(net.state_dict(), tmp)); record_weights(w, val_loss=best)
     info = d['info']
     return {'val_loss': best, 'val_ppl': math.exp(best), 'n_params': count_params(net), 'best_step': res.best_step,
             'fit_steps': res.steps, 'fit_max_steps': p.steps, 'fit_time_s': res.wall_time_s, 'train_tokens': info['train_tokens'],
@@ -536,21 +534,17 @@ def trained_lm(model: str = 'DAT', seed: int = 0) -> tuple[DATLanguageModel, dic
     check_choice(model, 'model', LM_MODELS)
     if seed != 0 or isinstance(seed, bool): raise ValueError(f"seed must be 0, the one seed whose weights the sweep keeps (lm_trial), got {seed!r}")
     p = lm_protocol(); d = lm_corpus(p)
-    path, retrained = _lm_path(model, seed), None
+    path = _lm_path(model, seed)
     row = [float(r['val_loss']) for r in store_for('dat_lm').rows() if r['params'] == {'model': model, 'seed': seed, 'protocol': LM_VERSION}]
     row_loss = row[0] if row else None
     if not path.exists():
         seed_everything(seed)                  # as run_sweep does before a trial: the same initial weights and batches
         t0 = time.perf_counter(); out = lm_trial(model, seed)
         retrained = dict(val_loss=float(out['val_loss']), row_val_loss=row_loss)
-        side = path.with_suffix('.json')             # the trial's record, marked: not the sweep's network, however close
-        atomic_write(side, lambda tmp: Path(tmp).write_text(json.dumps({**json.loads(side.read_text()), 'retrained': True})))
+        mark_retrained(path)                         # the trial's record, marked: not the sweep's network, however close
         print(f"checkpoint {path.name} was missing: retrained {model} (seed {seed}, {time.perf_counter() - t0:.0f} s); "
               f"best validation loss {out['val_loss']:.4f}" + (f" (its row in the results store: {row_loss:.4f})" if row else ''))
-    elif (side := path.with_suffix('.json')).exists() and row_loss is not None:   # weights a trial left here earlier: whose?
-        rec = json.loads(side.read_text())           # (a record of other weights, e.g. a campaign's carried ones: none)
-        if rec.get('sha1') == hashlib.sha1(path.read_bytes()).hexdigest() and (rec.get('retrained') or abs(rec['val_loss'] - row_loss) > 1e-6):
-            retrained = dict(val_loss=float(rec['val_loss']), row_val_loss=row_loss)
+    else: retrained = weights_retrained(path, 'val_loss', row_loss)   # weights a trial left here earlier: whose?
     net = lm_model(model, d['tokenizer'].vocab_size, p)
     net.load_state_dict(torch.load(path, map_location='cpu')); net.retrained = retrained
     return net.eval(), d

@@ -16,7 +16,7 @@ from .harness import store_for
 
 # %% auto #0
 __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'UPSTREAM_STILL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'DECISIVE',
-           'CLAIMS_PAGE', 'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'compare_all', 'power',
+           'CLAIMS_PAGE', 'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'compare_all', 'fmt_pairs', 'power',
            'seeds_for_power', 'convergence', 'curve_peak', 'select', 'at_largest', 'per_seed', 'Evidence', 'conditions',
            'Claim', 'claim', 'load_all_claims', 'Judgement', 'sweep_coverage', 'current_records', 'current_rows',
            'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page',
@@ -174,11 +174,12 @@ def compare(a, b, *, direction: int = 1, paired: bool = True, size: float | None
                       direction, size if margin is None else margin, one_sided)
 
 # %% ../nbs/96_evidence.ipynb #c011q
-def compare_all(pairs: dict, *, direction: int = 1, level: float = LEVEL, **compare_kw) -> tuple[Comparison, str]:
+def compare_all(pairs: dict, *, direction: int = 1, level: float = LEVEL, **compare_kw) -> tuple[Comparison, str, dict]:
     '''Judge a claim about every pair: `pairs` maps a label to (a, b) per-seed values, as `compare` takes them. Supports the paper
     only if every pair does at `level` (intersection-union test), contradicts it if some pair does at the Bonferroni level
     1 − (1 − level)/k, else inconclusive (insufficient data if any pair is). Returns the deciding pair's `Comparison`, its
-    verdict and method replaced by the combination's, and that pair's label.'''
+    verdict and method replaced by the combination's, that pair's label, and every pair's own `Comparison` at `level` (by label;
+    `fmt_pairs` words them for a note).'''
     if not isinstance(pairs, dict) or not pairs: raise ValueError(f"pairs must be a non-empty dict label -> (a, b), got {pairs!r}")
     if direction == 0 or any(k in compare_kw for k in ('size', 'margin')):
         raise ValueError("compare_all combines directional claims (direction ±1) without a size or margin")
@@ -198,7 +199,11 @@ def compare_all(pairs: dict, *, direction: int = 1, level: float = LEVEL, **comp
         how = how.replace('the deciding one shown', f'the deciding one shown at its {1 - (1 - level) / k:.4g} interval')
     else:
         lab = weakest(each); verdict, c = 'inconclusive', each[lab]
-    return replace(c, verdict=verdict, method=c.method + how), lab
+    return replace(c, verdict=verdict, method=c.method + how), lab, each
+
+def fmt_pairs(each: dict) -> str:
+    "Every pair's comparison of `compare_all`, in a note: 'label effect [interval], n seeds; …'."
+    return '; '.join(f'{lab} {c.fmt()}' for lab, c in each.items())
 
 
 # %% ../nbs/96_evidence.ipynb #c013

@@ -26,8 +26,8 @@ __all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'bat
            'Classification', 'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer',
            'autocast_for', 'make_scheduler', 'FitResult', 'adam_eps_effect', 'SweepIntercepted', 'BudgetExhausted',
            'TrialWouldOverrun', 'deadline', 'stored_only', 'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for',
-           'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for', 'model_lock', 'run_sweep', 'experiment',
-           'load_all_experiments', 'run_experiment', 'main']
+           'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for', 'model_lock', 'run_sweep', 'record_weights',
+           'mark_retrained', 'weights_retrained', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -829,6 +829,34 @@ def _run_trial(name: str, p: dict, run_trial: Callable[..., dict], store: Result
               finished_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), **provenance())
     ck.unlink(missing_ok=True)
     return wall
+
+# %% ../nbs/91_harness.ipynb #c023w
+# Weights a sweep's trial keeps for a chapter's figure (git-ignored): a record beside them says whose they are. A network
+# trained again (a fresh checkout, another CPU type) is another network than its row's, however close, and what is drawn
+# from it must say so (chapters 11 and 14).
+def record_weights(path: str | Path, **metrics) -> None:
+    "Write `<path>.json` beside the weights at `path`: their trial's `metrics` and the weights' sha1 (`weights_retrained`)."
+    path = Path(path)
+    atomic_write(path.with_suffix('.json'), lambda tmp: Path(tmp).write_text(json.dumps(
+        {**{k: float(v) for k, v in metrics.items()}, 'sha1': hashlib.sha1(path.read_bytes()).hexdigest()})))
+
+def mark_retrained(path: str | Path) -> None:
+    "Mark the record beside the weights at `path` (`record_weights`): these were trained again, not by the sweep that made their row."
+    side = Path(path).with_suffix('.json')
+    atomic_write(side, lambda tmp: Path(tmp).write_text(json.dumps({**json.loads(side.read_text()), 'retrained': True})))
+
+def weights_retrained(path: str | Path, metric: str, row_value: float | None) -> dict | None:
+    """{metric: the weights' recorded value, 'row_' + metric: `row_value`} when the record beside the weights at `path` is
+    theirs (its sha1) and says they are not the row's network: marked as trained again, or its value differs from the row's
+    by more than 1e-6. None when they are the row's as far as the record tells, when there is no record or no row, or when
+    the record is of other weights (e.g. carried home from a campaign over them)."""
+    path, side = Path(path), Path(path).with_suffix('.json')
+    if row_value is None or not side.exists() or not path.exists(): return None
+    rec = json.loads(side.read_text())
+    if rec.get('sha1') != hashlib.sha1(path.read_bytes()).hexdigest(): return None
+    return ({metric: float(rec[metric]), f'row_{metric}': row_value}
+            if rec.get('retrained') or abs(rec[metric] - row_value) > 1e-6 else None)
+
 
 # %% ../nbs/91_harness.ipynb #c027
 EXPERIMENTS: dict[str, Callable[[], pd.DataFrame]] = {}

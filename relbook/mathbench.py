@@ -104,6 +104,11 @@ def model_vs(metric: str, a: str, b: str, note: Callable[[pd.DataFrame], str] | 
 
 WHOLE_ANSWER_FLOOR = 0.05   # a model that answers fewer test problems whole than this is still learning the answers' format
 
+def _floor_modules(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    "(each module's best whole-answer accuracy over its trials, those of them below WHOLE_ANSWER_FLOOR)."
+    tops = df.groupby('module')['ar_seq_acc'].max()
+    return tops, tops[tops < WHOLE_ANSWER_FLOOR]
+
 def whole_answer_floor(df: pd.DataFrame) -> str:
     """A note when whole-answer accuracy is near zero: for every trial (the metric cannot show a difference), or on some
     modules (named: there it cannot, and the mean over modules rests on the others)."""
@@ -111,8 +116,7 @@ def whole_answer_floor(df: pd.DataFrame) -> str:
     if top < WHOLE_ANSWER_FLOOR:
         return (f"floor effect: whole-answer accuracy is at most {top:.3f} for every model and module, so at this budget "
                 "the metric cannot show an effect of the roles either way")
-    tops = df.groupby('module')['ar_seq_acc'].max()
-    low = tops[tops < WHOLE_ANSWER_FLOOR]
+    tops, low = _floor_modules(df)
     return (f"floor effect on {', '.join(low.index)}: whole-answer accuracy at most {low.max():.3f} there for every model, so the "
             f"mean over modules rests on {', '.join(tops.index.difference(low.index))}") if len(low) else ''
 
@@ -121,8 +125,7 @@ def early_learning(df: pd.DataFrame, modules: Sequence[str] | None = None) -> st
     `WHOLE_ANSWER_FLOOR` of its test problems whole: there the difference measures how fast the models learn the answers'
     format and first characters, not the converged accuracy the papers report (after 50 epochs of 2 M problems)."""
     if modules is not None: df = df[df['module'].isin(modules)]
-    tops = df.groupby('module')['ar_seq_acc'].max()
-    low = tops[tops < WHOLE_ANSWER_FLOOR]
+    tops, low = _floor_modules(df)
     if low.empty: return ''
     where = 'every module' if len(low) == len(tops) else ', '.join(low.index)
     return (f"early learning on {where}: no trial answers more than {low.max():.3f} of its test problems whole there, so "

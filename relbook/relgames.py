@@ -430,7 +430,7 @@ def rg_dropout_control_experiment() -> pd.DataFrame:
     return run_sweep('rg_dropout_control', trials, rg_trial)
 
 # %% ../nbs/13_relational_games.ipynb #c036b
-from .evidence import claim, compare, compare_all, select, Evidence
+from .evidence import claim, compare, compare_all, fmt_pairs, select, Evidence
 
 RG_CONVERGENCE = ('best_step', 'budget_steps')   # rows store the best step; the budget follows from the profile (below)
 RG_DAT_MIXES, RG_TRANSFORMERS = tuple(RG_MAIN[:2]), tuple(RG_MAIN[2:])
@@ -467,12 +467,12 @@ def dat_vs_transformers(task: str):
         if cells.empty or not dat or not tf: return _no_rows(rows)
         auc = cells.groupby('seed').mean()                                     # (seed, model): mean over the sizes
         pairs = {f'{d} − {t}': (auc[d], auc[t]) for d in dat for t in tf}
-        c, lab = compare_all(pairs)
+        c, lab, per_pair = compare_all(pairs)
         each = ', '.join(f'{m} {auc[m].mean():.3f}' for m in dat + tf)
         sizes = sorted(int(n) for n in cells.index.get_level_values('n_train').unique())
         used = rows[rows.model.isin(dat + tf)].merge(cells.index.to_frame(index=False), on=['seed', 'n_train'])
         return Evidence(c, f'{each} (sizes {sizes}); the deciding pair: {lab}', used, convergence_keys=RG_CONVERGENCE,
-                        note='each pair: ' + '; '.join(f'{l} {compare(a, b).fmt()}' for l, (a, b) in pairs.items()))
+                        note='each pair: ' + fmt_pairs(per_pair))
     return evaluate
 
 def _seed_means(df: pd.DataFrame, a: dict, b: dict):
@@ -507,11 +507,11 @@ def paired_each(groups: dict[str, tuple[str, str]], labels: tuple[str, str]):
             va, vb, m, u = _seed_means(df, {x: 0}, {y: 0}); used.append(u)
             if not m.empty: means[g] = (va, vb, sorted(m.task.unique()))
         if len(means) < len(groups): return _no_rows(pd.concat(used))       # a group not run: the claim is about each
-        c, lab = compare_all({g: (va, vb) for g, (va, vb, _) in means.items()})
+        c, lab, each = compare_all({g: (va, vb) for g, (va, vb, _) in means.items()})
         ours = '; '.join(f'{g}: {labels[0]} {va.mean():.3f}, {labels[1]} {vb.mean():.3f}' for g, (va, vb, _) in means.items())
         tasks = sorted({t for *_, ts in means.values() for t in ts})
         return Evidence(c, f'{ours} (mean over sizes; {", ".join(tasks)}); the deciding group: {lab}', pd.concat(used),
-                        note='each group: ' + '; '.join(f'{g} {compare(va, vb).fmt()}' for g, (va, vb, _) in means.items()),
+                        note='each group: ' + fmt_pairs(each),
                         convergence_keys=RG_CONVERGENCE)
     return evaluate
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_simplicial_agents.ipynb #c002
 from __future__ import annotations
-import hashlib, json, math, re
+import math, re
 from dataclasses import dataclass, replace, asdict
 from pathlib import Path
 import numpy as np
@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .core import by_profile, check_shape, check_choice, check_positive, check_seed, get_device, results_dir, atomic_write, get_profile, check_version, check_finite
-from .harness import Classification, TrainConfig, fit, grid, run_sweep, experiment, _fit_probe
+from .harness import (Classification, TrainConfig, fit, grid, run_sweep, experiment, _fit_probe, record_weights,
+                             mark_retrained, weights_retrained)
 from .simplicial import SimplicialConfig, SimplicialEncoder, RELATIONAL, SIMPLICIAL
 from .boxworld import (BoxWorldConfig, VecBoxWorld, bridge_dataset, generate_puzzle, expert_action, state_key,
                               puzzle_types, puzzles_by_type, planner_policy, play, TorchBoxWorld, GENERATOR_VERSION)
@@ -164,7 +165,7 @@ def _rl_learns(df: pd.DataFrame) -> Evidence:
     w = rows.pivot_table(index='seed', columns='agent', values='eval_win_rate')
     if not {'random', 'relational', 'simplicial'} <= set(w.columns): return Evidence(None, 'no rows', rows, convergence_keys=False)
     w = w.dropna()
-    c, lab = compare_all({f'{m} − random': (w[m], w['random']) for m in ('relational', 'simplicial')})
+    c, lab, _ = compare_all({f'{m} − random': (w[m], w['random']) for m in ('relational', 'simplicial')})
     ours = (f"evaluation win rate: relational {w.relational.mean():.3f}, simplicial {w.simplicial.mean():.3f}, "
             f"random policy {w['random'].mean():.3f} (the same {int(rows.eval_episodes.iloc[0])} episodes per seed); the deciding pair: {lab}"
             + _b2_words(rows, ['relational', 'simplicial', 'random']))
@@ -180,7 +181,7 @@ def _rl_plateau(df: pd.DataFrame) -> Evidence:
     rel = [a for a in ('relational', 'relational (4 blocks)') if a in w]
     if 'simplicial' not in w or not rel: return Evidence(None, 'no rows', rows, convergence_keys=False)
     w = w.dropna(subset=['simplicial', *rel], how='any')
-    c, lab = compare_all({f'simplicial − {r}': (w['simplicial'], w[r]) for r in rel})
+    c, lab, _ = compare_all({f'simplicial − {r}': (w['simplicial'], w[r]) for r in rel})
     ours = ('evaluation win rate: ' + ', '.join(f'{k} {w[k].mean():.3f}' for k in ['simplicial', *rel]) + f'; the deciding pair: {lab}'
             + _b2_words(rows, ['simplicial', *rel]))
     return Evidence(c, ours, rl_progress(rows[rows.agent.isin(['simplicial', *rel])]), convergence_keys=RL_CONVERGENCE)
@@ -566,9 +567,7 @@ def imitation_trial(agent: str, seed: int, boards: int = GENERATOR_VERSION, eval
     best = int(np.argmax(wins)) + 1 if max(wins) > 0 else dcfg.rounds      # 1-based round of the highest win rate (the first if tied);
                                                                            # an agent that never won is not converged: its last round
     final = {k: v for k, v in last.items() if k.startswith('win_') or k in ('opened_bridge', 'timed_out', 'val_loss', 'val_acc')}
-    w = imitation_model_path(agent, seed)                    # which network these weights are (imitation_agent), by their hash
-    atomic_write(w.with_suffix('.json'), lambda tmp: Path(tmp).write_text(json.dumps(
-        {'val_acc': float(last['val_acc']), 'sha1': hashlib.sha1(w.read_bytes()).hexdigest()})))
+    record_weights(imitation_model_path(agent, seed), val_acc=last['val_acc'])   # which network these are (imitation_agent)
     return dict(final, untrained_win_rate=curve[0]['win_rate'], demos=last['demos'], demo_episodes=last['episodes'],
                 best_round=best, rounds=dcfg.rounds, curve=curve, eval_episodes=len(eval_set), eval_per_type=P['per_type'],
                 horizon=IMITATION_ENV.horizon, eval_plays=EVAL_PLAYS, **out['greedy'], held_out_skipped=out['skipped'], n_params=sum(p.numel() for p in net.parameters()),
@@ -595,20 +594,15 @@ def imitation_agent(agent: str = 'simplicial', seed: int = 0) -> BoxWorldAgent:
     path = imitation_model_path(agent, seed)
     if _fit_probe.get() is not None and not path.exists():      # a cost probe prices this trial's own work: the imitation
         return BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape).eval()   # trial is priced under boxworld_imitation
-    retrained = None
     row = [r for r in store_for('boxworld_imitation').rows() if r['params'] == {'agent': agent, 'seed': seed, 'boards': GENERATOR_VERSION, 'evaluation': IMITATION_EVAL}]
     row_acc = float(row[0]['val_acc']) if row else None
     if not path.exists():
         seed_everything(seed); out = imitation_trial(agent, seed)
         retrained = dict(val_acc=float(out['val_acc']), row_val_acc=row_acc)
-        side = path.with_suffix('.json')             # the trial's record, marked: not the sweep's network, however close
-        atomic_write(side, lambda tmp: Path(tmp).write_text(json.dumps({**json.loads(side.read_text()), 'retrained': True})))
+        mark_retrained(path)                         # the trial's record, marked: not the sweep's network, however close
         print(f"{path.name} was missing: retrained {agent} (seed {seed}); validation accuracy {out['val_acc']:.4f}"
               + (f" (its row: {row_acc:.4f})" if row else ''))
-    elif (side := path.with_suffix('.json')).exists() and row_acc is not None:   # weights a trial left here earlier: whose?
-        rec = json.loads(side.read_text())           # (a record of other weights, e.g. before a campaign's carried ones: none)
-        if rec.get('sha1') == hashlib.sha1(path.read_bytes()).hexdigest() and (rec.get('retrained') or abs(rec['val_acc'] - row_acc) > 1e-6):
-            retrained = dict(val_acc=float(rec['val_acc']), row_val_acc=row_acc)
+    else: retrained = weights_retrained(path, 'val_acc', row_acc)   # weights a trial left here earlier: whose?
     net = BoxWorldAgent(ENCODERS[agent], IMITATION_ENV.obs_shape)
     net.load_state_dict(torch.load(path, map_location='cpu')); net.retrained = retrained
     return net.eval()
