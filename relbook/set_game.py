@@ -22,19 +22,20 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'RELATION_DIMS', 'CORELNETS', 'SECTION_1', 'SECTION_2',
            'OFFICIAL_SYMBOLIC_100', 'SET_MIN_DELTA', 'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS',
-           'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'render_card', 'check_attrs', 'card_index', 'deck',
-           'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder',
-           'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples',
-           'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet',
-           'set_model', 'transplant_relation', 'set_fit', 'fit_triples', 'set_classification_trial',
+           'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'render_card', 'check_attrs',
+           'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits',
+           'train_embedder', 'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples',
+           'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data',
+           'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples', 'set_classification_trial',
            'classification_trials', 'set_classification_experiment', 'mean_acc', 'official_triples',
            'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial',
-           'set_sampling_control_experiment', 'set_relation_dims_experiment', 'train_pair_classifiers',
-           'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment',
-           'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor',
-           'transplant_pair_relation', 'pretrain_official_relations', 'official_modular_model', 'fit_modular',
-           'set_modular_official_trial', 'set_modular_official_experiment', 'freeze_control_model',
-           'set_modular_freeze_trial', 'set_modular_freeze_experiment']
+           'set_sampling_control_experiment', 'set_relation_dims_experiment', 'shares_training_pair', 'pair_bias_trial',
+           'set_pair_bias_experiment', 'train_pair_classifiers', 'pretrain_relations', 'modular_model',
+           'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'sigmoid_relation', 'official_embedder',
+           'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
+           'pretrain_official_relations', 'official_modular_model', 'fit_modular', 'set_modular_official_trial',
+           'set_modular_official_experiment', 'freeze_control_model', 'set_modular_freeze_trial',
+           'set_modular_freeze_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -670,6 +671,47 @@ def set_relation_dims_experiment() -> pd.DataFrame:
     "A test of the papers' explanation: CoRelNet (no softmax) with 2 and 4 relation dimensions and the paper's linear readout."
     return run_sweep('set_relation_dims', classification_trials(RELATION_DIMS), set_classification_trial)
 
+
+# %% ../nbs/04_set.ipynb #bias-def
+# the linear CoRelNets (at chance, or a little below it) and one that learns SET (the same relation, an MLP readout)
+BIAS_MODELS = ('CoRelNet', 'CoRelNet (no softmax)', *RELATION_DIMS, 'CoRelNet (no softmax, MLP readout)')
+
+def _pair_keys(idx: torch.Tensor) -> torch.Tensor:
+    "The three unordered card pairs of each index triple (n, 3), one integer each (smaller · 81 + larger): (n, 3)."
+    a, b = idx[:, [0, 0, 1]], idx[:, [1, 2, 2]]
+    return torch.minimum(a, b) * 81 + torch.maximum(a, b)
+
+def shares_training_pair(data: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per test triple of `data` (index triples and labels as `set_data` gives them), split into its SETs and its non-SETs:
+    does the triple share a card pair with one of the training SETs?"""
+    (ti, ty), (xi, xy) = data['train'], data['test']
+    hit = torch.isin(_pair_keys(xi), _pair_keys(ti[ty == 1]).flatten()).any(-1)
+    return hit[xy == 1], hit[xy == 0]
+
+def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None, min_delta: float = 0.0) -> dict:
+    """Experiment 1's trial (the model, data and training of `set_classification_trial`), its test calls split by whether a
+    test triple shares a card pair with a training SET: `fp_shared` and `fp_other`, the shares of test non-SETs with and
+    without such a pair that it calls SETs (NaN where there are none: `n_shared`, `n_other`); `tp`, the share of test SETs
+    it calls SETs (no test SET shares such a pair: `set_shared` counts those that do, 0 under the split)."""
+    check_choice(model, 'model', BIAS_MODELS)
+    net, data = set_model(model), set_data(n_train, seed)
+    out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta)
+    set_hit, non_hit = shares_training_pair(data)
+    xi, xy = data['test']
+    dev = next(net.parameters()).device
+    with torch.no_grad():
+        called = net.eval()(_triple_inputs(model, xi, card_embeddings(0), deck()[1]).to(dev)).argmax(-1).cpu() == 1
+    sets, non = called[xy == 1], called[xy == 0]
+    rate = lambda c: float(c.float().mean()) if len(c) else float('nan')
+    return {**out, 'tp': rate(sets), 'fp_shared': rate(non[non_hit]), 'fp_other': rate(non[~non_hit]),
+            'n_shared': int(non_hit.sum()), 'n_other': int((~non_hit).sum()), 'set_shared': int(set_hit.sum())}
+
+@experiment('set_pair_bias')
+def set_pair_bias_experiment() -> pd.DataFrame:
+    "Why the linear CoRelNets end below chance: Experiment 1's trials at its largest size (10 seeds), the test calls split by a shared training pair."
+    n = max(t['n_train'] for t in classification_trials(BIAS_MODELS))
+    trials = grid(model=list(BIAS_MODELS), n_train=[n], seed=list(range(by_profile(1, 10, 10, gpu=10))))
+    return run_sweep('set_pair_bias', [{**t, **set_fit()} for t in trials], pair_bias_trial)
 
 # %% ../nbs/04_set.ipynb #c044
 MODULAR_MODELS = ('Abstractor (pre-learned relations)', 'Abstractor (from scratch)', 'Symbolic MLP')

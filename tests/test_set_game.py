@@ -361,3 +361,27 @@ def test_freeze_control_twins_start_alike_and_differ_only_in_what_trains():
     assert r['n_trainable'] == r['n_params'] - 64 * 64 and 0 <= r['test_acc'] <= 1 and 'pair_acc_color' in r
     with pytest.raises(ValueError, match='model must be one of'):
         sg.freeze_control_model(sg.OFFICIAL_MODULAR[0], **fx)
+
+
+def test_pair_bias_trial_is_the_classification_trial_split_by_a_shared_pair():
+    """set_pair_bias: the same training as Experiment 1's trial (same test accuracy, in-process), its test calls split by
+    whether a test triple shares a card pair with a training SET (checked against a brute force over the pairs), and the
+    split never lets a test SET share one."""
+    from relbook.harness import seed_everything
+    _fake_embeddings(0)
+    d = sg.set_data(64, 0)
+    seen = {frozenset(p) for r in d['train'][0][d['train'][1] == 1].tolist() for p in itertools.combinations(r, 2)}
+    brute = torch.tensor([any(frozenset(p) in seen for p in itertools.combinations(r, 2)) for r in d['test'][0].tolist()])
+    s, n = sg.shares_training_pair(d)
+    y = d['test'][1]
+    assert torch.equal(s, brute[y == 1]) and torch.equal(n, brute[y == 0]) and not s.any() and n.any() and not n.all()
+    fx = dict(epochs=2, patience=None)
+    for m in ('CoRelNet (no softmax, 4 relations)', 'CoRelNet (no softmax, MLP readout)'):
+        seed_everything(0); a = sg.set_classification_trial(m, 64, 0, **fx)
+        seed_everything(0); b = sg.pair_bias_trial(m, 64, 0, **fx)
+        assert a['test_acc'] == b['test_acc'] and b['set_shared'] == 0 and b['n_shared'] == int(n.sum())
+        # the test accuracy is the three rates put together (test SETs and non-SETs are balanced)
+        fp = (b['fp_shared'] * b['n_shared'] + b['fp_other'] * b['n_other']) / (b['n_shared'] + b['n_other'])
+        assert abs(b['test_acc'] - (b['tp'] + 1 - fp) / 2) < 1e-6, (b, fp)
+    with pytest.raises(ValueError, match='model must be one of'):
+        sg.pair_bias_trial('Abstractor', 64, 0, **fx)
