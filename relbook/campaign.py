@@ -985,7 +985,7 @@ def runbook_frame() -> pd.DataFrame:
 # Runs a GPU need not make: their `gpu` trials are exactly their `full` trials, which are cheap enough to run on 2 CPU cores
 # (chapter 4's set_classification and set_modular: 83 CPU-minutes). The runbook checks that the stored `full` rows cover every `gpu` trial.
 CPU_DECIDED = {'chapter 4': ['set_classification', 'set_modular', 'set_sampling_control', 'set_modular_official',
-                             'set_modular_freeze', 'set_relation_dims', 'set_pair_bias']}
+                             'set_modular_freeze', 'set_relation_dims', 'set_pair_bias', 'set_relation_drift']}
 RUN_LIMIT_MIN = 25
 COMMAND_LIMIT_MIN = 10   # the device tool's limit on one command: a trial longer than that finishes only if its checkpoint comes back
 

@@ -22,20 +22,21 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'RELATION_DIMS', 'CORELNETS', 'SECTION_1', 'SECTION_2',
            'OFFICIAL_SYMBOLIC_100', 'SET_MIN_DELTA', 'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS',
-           'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'render_card', 'check_attrs',
-           'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits',
-           'train_embedder', 'card_embeddings', 'load_embedder', 'is_set', 'all_triples', 'set_triples',
-           'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data',
-           'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples', 'set_classification_trial',
-           'classification_trials', 'set_classification_experiment', 'mean_acc', 'official_triples',
-           'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial',
-           'set_sampling_control_experiment', 'set_relation_dims_experiment', 'shares_training_pair', 'pair_bias_trial',
-           'set_pair_bias_experiment', 'train_pair_classifiers', 'pretrain_relations', 'modular_model',
-           'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'sigmoid_relation', 'official_embedder',
-           'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
-           'pretrain_official_relations', 'official_modular_model', 'fit_modular', 'set_modular_official_trial',
-           'set_modular_official_experiment', 'freeze_control_model', 'set_modular_freeze_trial',
-           'set_modular_freeze_experiment']
+           'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'DRIFT_MODELS', 'DRIFT_TRIPLES',
+           'render_card', 'check_attrs', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits',
+           'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set',
+           'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits',
+           'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
+           'set_classification_trial', 'classification_trials', 'set_classification_experiment', 'mean_acc',
+           'official_triples', 'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats',
+           'set_sampling_trial', 'set_sampling_control_experiment', 'set_relation_dims_experiment',
+           'shares_training_pair', 'pair_bias_trial', 'set_pair_bias_experiment', 'train_pair_classifiers',
+           'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment',
+           'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor',
+           'transplant_pair_relation', 'pretrain_official_relations', 'official_modular_model', 'fit_modular',
+           'set_modular_official_trial', 'set_modular_official_experiment', 'freeze_control_model',
+           'set_modular_freeze_trial', 'set_modular_freeze_experiment', 'head_auc', 'triple_relations',
+           'relation_drift_trial', 'set_relation_drift_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -895,3 +896,50 @@ def set_modular_freeze_experiment() -> pd.DataFrame:
     "A control of §4.5 / Fig. 4c: which of the official model's differences closes the gap, its frozen relations or its architecture?"
     return run_sweep('set_modular_freeze', modular_trials(FREEZE_CONTROL), set_modular_freeze_trial)
 
+
+# %% ../nbs/04_set.ipynb #drift-def
+# the two models whose pre-learned relations go on training on triples: our Abstractor (Experiment 2), the official model
+DRIFT_MODELS = (MODULAR_MODELS[0], FREEZE_CONTROL[1])
+DRIFT_TRIPLES = 2000   # test triples each head's relation is scored on
+
+def head_auc(R: torch.Tensor, bits: torch.Tensor) -> list[float]:
+    """Per head k of relations R (b, h, 3, 3): AUC of its pair values for attribute k's same/different bits (b, 12), either
+    polarity (1: a threshold separates the pairs that share attribute k's value from those that do not, perfectly)."""
+    pairs, same = torch.stack([R[:, :, i, j] for i, j in PAIRS], -1), bits.view(-1, 4, 3).bool()   # bit 3k + p
+    out = []
+    for h in range(pairs.shape[1]):
+        pos, neg = pairs[:, h][same[:, h]], pairs[:, h][~same[:, h]]
+        auc = float((pos[:, None] > neg[None]).float().mean() + 0.5 * (pos[:, None] == neg[None]).float().mean())
+        out.append(max(auc, 1 - auc))
+    return out
+
+def triple_relations(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    "(b, h, 3, 3) relations of a modular model: the official model's sigmoid relations, or our Abstractor's <W₁x_i, W₁x_j>."
+    x = x.to(next(net.parameters()).device)
+    with torch.no_grad():
+        if isinstance(net, OfficialModularAbstractor): return net.relations(x).cpu()
+        q, k = net.abstractor.layers[0].rca.relations(x); return (q @ k.transpose(-1, -2)).cpu()
+
+def relation_drift_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None,
+                         n_pairs: int, pair_epochs: int, min_delta: float = 0.0) -> dict:
+    """Experiment 2's trial of a model whose pre-learned relations keep training (its sweep's model, data and training), with
+    each head's AUC (`head_auc`) on `DRIFT_TRIPLES` of the seed's test triples before training on triples (`auc_before_<attribute>`)
+    and after (`auc_after_<attribute>`): does training on triples move a relation away from its attribute?"""
+    check_choice(model, 'model', DRIFT_MODELS)
+    net, extra = (modular_model if model == DRIFT_MODELS[0] else freeze_control_model)(model, seed, n_pairs, pair_epochs)
+    idx, _ = set_data(n_train, seed)['test']
+    idx = idx[torch.randperm(len(idx), generator=torch.Generator().manual_seed(0))[:DRIFT_TRIPLES]]
+    x, bits = card_embeddings(0)[idx], set_bits(deck()[1][idx])
+    before = head_auc(triple_relations(net, x), bits)
+    out = fit_modular(net, extra, n_train, seed, epochs, patience, min_delta)
+    after = head_auc(triple_relations(net, x), bits)
+    return {**out, **{f'auc_before_{a}': v for a, v in zip(ATTRIBUTES, before)},
+            **{f'auc_after_{a}': v for a, v in zip(ATTRIBUTES, after)}}
+
+@experiment('set_relation_drift')
+def set_relation_drift_experiment() -> pd.DataFrame:
+    "Why trainable relations do worse on a few triples: Experiment 2's smallest size, 10 seeds, each head's AUC before and after."
+    n = min(t['n_train'] for t in modular_trials(DRIFT_MODELS))
+    trials = [{**t, 'seed': s} for t in modular_trials(DRIFT_MODELS) if t['n_train'] == n and t['seed'] == 0
+              for s in range(by_profile(1, 10, 10, gpu=10))]
+    return run_sweep('set_relation_drift', trials, relation_drift_trial)

@@ -385,3 +385,28 @@ def test_pair_bias_trial_is_the_classification_trial_split_by_a_shared_pair():
         assert abs(b['test_acc'] - (b['tp'] + 1 - fp) / 2) < 1e-6, (b, fp)
     with pytest.raises(ValueError, match='model must be one of'):
         sg.pair_bias_trial('Abstractor', 64, 0, **fx)
+
+
+def test_relation_drift_trial_is_its_sweeps_trial_with_each_heads_auc():
+    """set_relation_drift: the same model and training as Experiment 2's trial (ours) and the freezing control's (official
+    trainable), in-process, with each head's AUC before and after in [0.5, 1]; head_auc is 1 for a relation that separates
+    its attribute perfectly and about 0.5 for noise."""
+    from relbook.harness import seed_everything
+    _fake_embeddings(0)
+    sg.pretrain_relations.cache_clear(); sg.pretrain_official_relations.cache_clear()
+    fx = dict(epochs=2, patience=None, n_pairs=600, pair_epochs=1)
+    for m, twin in zip(sg.DRIFT_MODELS, (sg.set_modular_trial, sg.set_modular_freeze_trial)):
+        seed_everything(0); a = twin(m, 64, 0, **fx)
+        seed_everything(0); b = sg.relation_drift_trial(m, 64, 0, **fx)
+        assert a['test_acc'] == b['test_acc'], m
+        assert all(0.5 <= b[f'auc_{w}_{k}'] <= 1 for w in ('before', 'after') for k in sg.ATTRIBUTES), b
+    attrs = sg.deck()[1][torch.randint(81, (500, 3), generator=torch.Generator().manual_seed(0))]
+    bits = sg.set_bits(attrs)
+    same = bits.view(-1, 4, 3)                                       # a perfect relation: 1 where the pair shares the value
+    R = torch.zeros(500, 4, 3, 3)
+    for p, (i, j) in enumerate(sg.PAIRS): R[:, :, i, j] = same[:, :, p]
+    assert sg.head_auc(R, bits) == [1.0] * 4
+    noise = sg.head_auc(torch.randn(500, 4, 3, 3, generator=torch.Generator().manual_seed(1)), bits)
+    assert all(0.5 <= v < 0.6 for v in noise), noise
+    with pytest.raises(ValueError, match='model must be one of'):
+        sg.relation_drift_trial('Symbolic MLP', 64, 0, **fx)
