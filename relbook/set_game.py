@@ -22,21 +22,21 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'RELATION_DIMS', 'CORELNETS', 'SECTION_1', 'SECTION_2',
            'OFFICIAL_SYMBOLIC_100', 'SET_MIN_DELTA', 'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS',
-           'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'DRIFT_MODELS', 'DRIFT_TRIPLES',
-           'render_card', 'check_attrs', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits',
-           'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set',
-           'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits',
-           'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
+           'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'DRIFT_MODELS', 'render_card',
+           'check_attrs', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards',
+           'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set', 'all_triples',
+           'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP',
+           'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
            'set_classification_trial', 'classification_trials', 'set_classification_experiment', 'mean_acc',
            'official_triples', 'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats',
            'set_sampling_trial', 'set_sampling_control_experiment', 'set_relation_dims_experiment',
-           'shares_training_pair', 'pair_bias_trial', 'set_pair_bias_experiment', 'train_pair_classifiers',
-           'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment',
-           'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor',
-           'transplant_pair_relation', 'pretrain_official_relations', 'official_modular_model', 'fit_modular',
-           'set_modular_official_trial', 'set_modular_official_experiment', 'freeze_control_model',
-           'set_modular_freeze_trial', 'set_modular_freeze_experiment', 'head_auc', 'triple_relations',
-           'relation_drift_trial', 'set_relation_drift_experiment']
+           'shares_training_pair', 'pair_rates', 'pair_bias_trial', 'set_pair_bias_experiment',
+           'train_pair_classifiers', 'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials',
+           'set_modular_experiment', 'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor',
+           'OfficialModularAbstractor', 'transplant_pair_relation', 'pretrain_official_relations',
+           'official_modular_model', 'fit_modular', 'set_modular_official_trial', 'set_modular_official_experiment',
+           'freeze_control_model', 'set_modular_freeze_trial', 'set_modular_freeze_experiment', 'head_auc',
+           'triple_relations', 'relation_drift_trial', 'set_relation_drift_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -550,13 +550,14 @@ def set_fit(**extra) -> dict:
                 min_delta=SET_MIN_DELTA, **extra)
 
 def fit_triples(net: nn.Module, model: str, n_train: int, seed: int, epochs: int, patience: int | None,
-                data: dict | None = None, min_delta: float = 0.0) -> dict:   # data: index triples as set_data gives them (default: set_data(n_train, seed))
+                data: dict | None = None, min_delta: float = 0.0,     # data: index triples as set_data gives them (default: set_data(n_train, seed))
+                inspect=None) -> dict:                               # inspect: fit's hook, called at every evaluation
     "Train `net` on `n_train` triples of split `seed`; test accuracy and loss, best epoch, parameter count."
     E, attrs = card_embeddings(0), deck()[1]
     data = set_data(n_train, seed) if data is None else data
     data = {k: (_triple_inputs(model, i, E, attrs), y) for k, (i, y) in data.items()}
     cfg = replace(SET_CFG, max_epochs=epochs, patience=patience, min_delta=min_delta)
-    res = fit(net, Classification(), data['train'], data['val'], cfg, seed=seed, progress=False)
+    res = fit(net, Classification(), data['train'], data['val'], cfg, seed=seed, progress=False, inspect=inspect)
     dev = next(net.parameters()).device
     test = Classification().evaluate(net, tuple(t.to(dev) for t in data['test']))
     return {'test_acc': test['acc'], 'test_loss': test['loss'], 'best_epoch': res.best_step / math.ceil(n_train / cfg.batch_size),
@@ -689,6 +690,16 @@ def shares_training_pair(data: dict) -> tuple[torch.Tensor, torch.Tensor]:
     hit = torch.isin(_pair_keys(xi), _pair_keys(ti[ty == 1]).flatten()).any(-1)
     return hit[xy == 1], hit[xy == 0]
 
+def pair_rates(called: torch.Tensor, y: torch.Tensor, non_hit: torch.Tensor) -> dict:
+    """From a model's calls on the test triples (`called`: bool, True = 'SET'), their labels `y` (1 = SET) and, per test
+    non-SET, whether it shares a card pair with a training SET (`non_hit`): `tp`, the share of SETs called SETs; `fp_shared`
+    and `fp_other`, the shares of non-SETs with and without such a pair called SETs (NaN where there are none)."""
+    sets, non = called[y == 1], called[y == 0]
+    if len(non_hit) != len(non): raise ValueError(f"non_hit must mark each of the {len(non)} non-SETs, got {len(non_hit)}")
+    rate = lambda c: float(c.float().mean()) if len(c) else float('nan')
+    return {'tp': rate(sets), 'fp_shared': rate(non[non_hit]), 'fp_other': rate(non[~non_hit]),
+            'n_shared': int(non_hit.sum()), 'n_other': int((~non_hit).sum())}
+
 def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None, min_delta: float = 0.0) -> dict:
     """Experiment 1's trial (the model, data and training of `set_classification_trial`), its test calls split by whether a
     test triple shares a card pair with a training SET: `fp_shared` and `fp_other`, the shares of test non-SETs with and
@@ -702,10 +713,7 @@ def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: 
     dev = next(net.parameters()).device
     with torch.no_grad():
         called = net.eval()(_triple_inputs(model, xi, card_embeddings(0), deck()[1]).to(dev)).argmax(-1).cpu() == 1
-    sets, non = called[xy == 1], called[xy == 0]
-    rate = lambda c: float(c.float().mean()) if len(c) else float('nan')
-    return {**out, 'tp': rate(sets), 'fp_shared': rate(non[non_hit]), 'fp_other': rate(non[~non_hit]),
-            'n_shared': int(non_hit.sum()), 'n_other': int((~non_hit).sum()), 'set_shared': int(set_hit.sum())}
+    return {**out, **pair_rates(called, xy, non_hit), 'set_shared': int(set_hit.sum())}
 
 @experiment('set_pair_bias')
 def set_pair_bias_experiment() -> pd.DataFrame:
@@ -854,9 +862,9 @@ def official_modular_model(model: str, seed: int, n_pairs: int, pair_epochs: int
     return net, {f'pair_acc_{ATTRIBUTES[k]}': a for k, a in enumerate(accs)}
 
 def fit_modular(net: nn.Module, extra: dict, n_train: int, seed: int, epochs: int, patience: int | None,
-                min_delta: float = 0.0) -> dict:
+                min_delta: float = 0.0, inspect=None) -> dict:
     "Train a modular model of embedded triples (`fit_triples`): its results, its trainable parameter count and `extra`."
-    out = fit_triples(net, 'Abstractor', n_train, seed, epochs, patience, min_delta=min_delta)
+    out = fit_triples(net, 'Abstractor', n_train, seed, epochs, patience, min_delta=min_delta, inspect=inspect)
     return {**out, 'n_trainable': sum(p.numel() for p in net.parameters() if p.requires_grad), **extra}
 
 def set_modular_official_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None,
@@ -900,12 +908,13 @@ def set_modular_freeze_experiment() -> pd.DataFrame:
 # %% ../nbs/04_set.ipynb #drift-def
 # the two models whose pre-learned relations go on training on triples: our Abstractor (Experiment 2), the official model
 DRIFT_MODELS = (MODULAR_MODELS[0], FREEZE_CONTROL[1])
-DRIFT_TRIPLES = 2000   # test triples each head's relation is scored on
 
 def head_auc(R: torch.Tensor, bits: torch.Tensor) -> list[float]:
-    """Per head k of relations R (b, h, 3, 3): AUC of its pair values for attribute k's same/different bits (b, 12), either
+    """Per head k of relations R (b, h, 3, 3): AUC of each card pair's relation value, both directions summed (r_ij + r_ji:
+    an unordered pair's value; 2 r_ij for a symmetric relation), for attribute k's same/different bits (b, 12), either
     polarity (1: a threshold separates the pairs that share attribute k's value from those that do not, perfectly)."""
-    pairs, same = torch.stack([R[:, :, i, j] for i, j in PAIRS], -1), bits.view(-1, 4, 3).bool()   # bit 3k + p
+    pairs = torch.stack([R[:, :, i, j] + R[:, :, j, i] for i, j in PAIRS], -1)
+    same = bits.view(-1, 4, 3).bool()                                                 # bit 3k + p
     out = []
     for h in range(pairs.shape[1]):
         pos, neg = pairs[:, h][same[:, h]], pairs[:, h][~same[:, h]]
@@ -923,22 +932,26 @@ def triple_relations(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
 def relation_drift_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None,
                          n_pairs: int, pair_epochs: int, min_delta: float = 0.0) -> dict:
     """Experiment 2's trial of a model whose pre-learned relations keep training (its sweep's model, data and training), with
-    each head's AUC (`head_auc`) on `DRIFT_TRIPLES` of the seed's test triples before training on triples (`auc_before_<attribute>`)
-    and after (`auc_after_<attribute>`): does training on triples move a relation away from its attribute?"""
+    each head's AUC (`head_auc`) on every test triple of the seed (`auc_triples` of them): before training on triples
+    (`auc_before_<attribute>`), at training's last evaluation (`auc_last_<attribute>`: the model patience stopped) and in
+    the model the trial keeps, its best by validation loss (`auc_after_<attribute>`). Does training on triples move a
+    relation away from its attribute?"""
     check_choice(model, 'model', DRIFT_MODELS)
     net, extra = (modular_model if model == DRIFT_MODELS[0] else freeze_control_model)(model, seed, n_pairs, pair_epochs)
     idx, _ = set_data(n_train, seed)['test']
-    idx = idx[torch.randperm(len(idx), generator=torch.Generator().manual_seed(0))[:DRIFT_TRIPLES]]
     x, bits = card_embeddings(0)[idx], set_bits(deck()[1][idx])
-    before = head_auc(triple_relations(net, x), bits)
-    out = fit_modular(net, extra, n_train, seed, epochs, patience, min_delta)
-    after = head_auc(triple_relations(net, x), bits)
-    return {**out, **{f'auc_before_{a}': v for a, v in zip(ATTRIBUTES, before)},
-            **{f'auc_after_{a}': v for a, v in zip(ATTRIBUTES, after)}}
+    auc = lambda: head_auc(triple_relations(net, x), bits)
+    seen = []                                                   # each evaluation's AUCs (fit's hook; it trains nothing differently)
+    before = auc()
+    out = fit_modular(net, extra, n_train, seed, epochs, patience, min_delta, inspect=lambda m, o: seen.append(auc()) or {})
+    row = {**out, 'auc_triples': len(idx)}
+    for tag, v in (('before', before), ('last', seen[-1]), ('after', auc())):
+        row |= {f'auc_{tag}_{a}': float(u) for a, u in zip(ATTRIBUTES, v)}
+    return row
 
 @experiment('set_relation_drift')
 def set_relation_drift_experiment() -> pd.DataFrame:
-    "Why trainable relations do worse on a few triples: Experiment 2's smallest size, 10 seeds, each head's AUC before and after."
+    "Why trainable relations do worse on a few triples: Experiment 2's smallest size, 10 seeds, each head's AUC before, at the end and as kept."
     n = min(t['n_train'] for t in modular_trials(DRIFT_MODELS))
     trials = [{**t, 'seed': s} for t in modular_trials(DRIFT_MODELS) if t['n_train'] == n and t['seed'] == 0
               for s in range(by_profile(1, 10, 10, gpu=10))]

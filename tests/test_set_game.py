@@ -385,6 +385,15 @@ def test_pair_bias_trial_is_the_classification_trial_split_by_a_shared_pair():
         assert abs(b['test_acc'] - (b['tp'] + 1 - fp) / 2) < 1e-6, (b, fp)
     with pytest.raises(ValueError, match='model must be one of'):
         sg.pair_bias_trial('Abstractor', 64, 0, **fx)
+    # the rates themselves, on calls made up so that each rate differs (a swap of any two would show)
+    y = torch.tensor([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+    called = torch.tensor([1, 1, 1, 0, 1, 1, 0, 0, 0, 1]).bool()     # SETs: 3 of 4; non-SETs: [1, 1, 0, 0, 0, 1]
+    hit = torch.tensor([1, 1, 0, 0, 0, 0]).bool()                    # the first two non-SETs share a pair: both called SETs
+    r = sg.pair_rates(called, y, hit)
+    assert r == {'tp': 0.75, 'fp_shared': 1.0, 'fp_other': 0.25, 'n_shared': 2, 'n_other': 4}, r
+    assert math.isnan(sg.pair_rates(called, y, torch.zeros(6, dtype=torch.bool))['fp_shared'])
+    with pytest.raises(ValueError, match='non_hit must mark each'):
+        sg.pair_rates(called, y, hit[:5])
 
 
 def test_relation_drift_trial_is_its_sweeps_trial_with_each_heads_auc():
@@ -399,13 +408,19 @@ def test_relation_drift_trial_is_its_sweeps_trial_with_each_heads_auc():
         seed_everything(0); a = twin(m, 64, 0, **fx)
         seed_everything(0); b = sg.relation_drift_trial(m, 64, 0, **fx)
         assert a['test_acc'] == b['test_acc'], m
-        assert all(0.5 <= b[f'auc_{w}_{k}'] <= 1 for w in ('before', 'after') for k in sg.ATTRIBUTES), b
+        assert all(0.5 <= b[f'auc_{w}_{k}'] <= 1 for w in ('before', 'last', 'after') for k in sg.ATTRIBUTES), b
+        assert b['auc_triples'] == len(sg.set_data(64, 0)['test'][0])           # every test triple of the seed is scored
+    # the last evaluation's AUCs are those of the model training ended with: with the best kept at the last step, the same
+    seed_everything(0); c = sg.relation_drift_trial(sg.DRIFT_MODELS[0], 64, 0, **{**fx, 'epochs': 1})
+    assert [c[f'auc_last_{k}'] for k in sg.ATTRIBUTES] == [c[f'auc_after_{k}'] for k in sg.ATTRIBUTES]
     attrs = sg.deck()[1][torch.randint(81, (500, 3), generator=torch.Generator().manual_seed(0))]
     bits = sg.set_bits(attrs)
     same = bits.view(-1, 4, 3)                                       # a perfect relation: 1 where the pair shares the value
     R = torch.zeros(500, 4, 3, 3)
     for p, (i, j) in enumerate(sg.PAIRS): R[:, :, i, j] = same[:, :, p]
     assert sg.head_auc(R, bits) == [1.0] * 4
+    R_low = R.transpose(-1, -2)                                      # the same code below the diagonal only: an asymmetric relation
+    assert sg.head_auc(R_low, bits) == [1.0] * 4
     noise = sg.head_auc(torch.randn(500, 4, 3, 3, generator=torch.Generator().manual_seed(1)), bits)
     assert all(0.5 <= v < 0.6 for v in noise), noise
     with pytest.raises(ValueError, match='model must be one of'):
