@@ -686,6 +686,9 @@ def _pair_keys(idx: torch.Tensor) -> torch.Tensor:
 def shares_training_pair(data: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """Per test triple of `data` (index triples and labels as `set_data` gives them), split into its SETs and its non-SETs:
     does the triple share a card pair with one of the training SETs?"""
+    if not isinstance(data, dict) or not {'train', 'test'} <= set(data):
+        raise ValueError(f"data must be a dict with 'train' and 'test' (index triples and labels, as set_data gives them), got {type(data).__name__}"
+                         + (f" with keys {sorted(data)}" if isinstance(data, dict) else ''))
     (ti, ty), (xi, xy) = data['train'], data['test']
     hit = torch.isin(_pair_keys(xi), _pair_keys(ti[ty == 1]).flatten()).any(-1)
     return hit[xy == 1], hit[xy == 0]
@@ -694,6 +697,9 @@ def pair_rates(called: torch.Tensor, y: torch.Tensor, non_hit: torch.Tensor) -> 
     """From a model's calls on the test triples (`called`: bool, True = 'SET'), their labels `y` (1 = SET) and, per test
     non-SET, whether it shares a card pair with a training SET (`non_hit`): `tp`, the share of SETs called SETs; `fp_shared`
     and `fp_other`, the shares of non-SETs with and without such a pair called SETs (NaN where there are none)."""
+    sz = check_shape(called, 'called', ('n',)); check_shape(y, 'y', ('n',), sz); check_shape(non_hit, 'non_hit', (None,))
+    for t, name in ((called, 'called'), (non_hit, 'non_hit')):
+        if t.dtype != torch.bool: raise ValueError(f"{name} must be a bool tensor, got {t.dtype}")
     sets, non = called[y == 1], called[y == 0]
     if len(non_hit) != len(non): raise ValueError(f"non_hit must mark each of the {len(non)} non-SETs, got {len(non_hit)}")
     rate = lambda c: float(c.float().mean()) if len(c) else float('nan')
@@ -913,6 +919,8 @@ def head_auc(R: torch.Tensor, bits: torch.Tensor) -> list[float]:
     """Per head k of relations R (b, h, 3, 3): AUC of each card pair's relation value, both directions summed (r_ij + r_ji:
     an unordered pair's value; 2 r_ij for a symmetric relation), for attribute k's same/different bits (b, 12), either
     polarity (1: a threshold separates the pairs that share attribute k's value from those that do not, perfectly)."""
+    check_shape(bits, 'bits', ('b', 12), check_shape(R, 'R', ('b', len(ATTRIBUTES), 3, 3)))
+    if not torch.isfinite(R).all(): raise ValueError("R must be finite: a NaN or infinite relation has no AUC")
     pairs = torch.stack([R[:, :, i, j] + R[:, :, j, i] for i, j in PAIRS], -1)
     same = bits.view(-1, 4, 3).bool()                                                 # bit 3k + p
     out = []

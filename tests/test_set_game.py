@@ -425,3 +425,16 @@ def test_relation_drift_trial_is_its_sweeps_trial_with_each_heads_auc():
     assert all(0.5 <= v < 0.6 for v in noise), noise
     with pytest.raises(ValueError, match='model must be one of'):
         sg.relation_drift_trial('Symbolic MLP', 64, 0, **fx)
+
+
+def test_pair_and_drift_helpers_refuse_bad_input_by_name():
+    "Bad input to the two checks' helpers: a clear error naming the argument; NaN relations give no AUC."
+    y, called = torch.tensor([1, 0, 0]), torch.tensor([True, False, True])
+    with pytest.raises(ValueError, match='called must be a bool'): sg.pair_rates(torch.tensor([1, 0, 1]), y, torch.tensor([True, False]))
+    with pytest.raises(ValueError, match='non_hit must be a bool'): sg.pair_rates(called, y, torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match='y must have shape'): sg.pair_rates(called, torch.tensor([1, 0]), torch.tensor([True]))
+    with pytest.raises(ValueError, match="data must be a dict with 'train' and 'test'"): sg.shares_training_pair({'train': None})
+    bits = torch.zeros(5, 12)
+    with pytest.raises(ValueError, match='R must have shape'): sg.head_auc(torch.zeros(5, 3, 3, 3), bits)
+    with pytest.raises(ValueError, match='bits must have shape'): sg.head_auc(torch.zeros(5, 4, 3, 3), torch.zeros(4, 12))
+    with pytest.raises(ValueError, match='R must be finite'): sg.head_auc(torch.full((5, 4, 3, 3), float('nan')), bits)
