@@ -11,16 +11,17 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
-from .core import repo_root, check_choice, PROFILES
+from .core import repo_root, check_choice, check_finite, check_positive, PROFILES
 from .harness import store_for
 
 # %% auto #0
 __all__ = ['VERDICTS', 'MIN_SEEDS', 'LEVEL', 'TAIL', 'UPSTREAM_STILL', 'PAPERS', 'CLAIMS', 'PROFILE_ORDER', 'DECISIVE',
-           'CLAIMS_PAGE', 'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'compare_all', 'fmt_pairs', 'power',
-           'seeds_for_power', 'convergence', 'curve_peak', 'select', 'at_largest', 'per_seed', 'Evidence', 'conditions',
-           'Claim', 'claim', 'load_all_claims', 'Judgement', 'sweep_coverage', 'current_records', 'current_rows',
-           'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard', 'render_claims_page',
-           'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict', 'build_claims', 'write_claims']
+           'CLAIMS_PAGE', 'CLAIMS_DATA', 'INDEX_PAGE', 'Comparison', 'compare', 'compare_all', 'null_contradicts',
+           'fmt_pairs', 'power', 'seeds_for_power', 'convergence', 'curve_peak', 'select', 'at_largest', 'per_seed',
+           'Evidence', 'conditions', 'Claim', 'claim', 'load_all_claims', 'Judgement', 'sweep_coverage',
+           'current_records', 'current_rows', 'judge', 'judge_all', 'claims_frame', 'scoreboard', 'render_scoreboard',
+           'render_claims_page', 'chapter_claims', 'verdict_md', 'verdict_phrase', 'glue_verdict', 'build_claims',
+           'write_claims']
 
 # %% ../nbs/96_evidence.ipynb #c005
 VERDICTS = ('supports the paper', 'contradicts the paper', 'inconclusive', 'insufficient data', 'not run')
@@ -200,6 +201,20 @@ def compare_all(pairs: dict, *, direction: int = 1, level: float = LEVEL, **comp
     else:
         lab = weakest(each); verdict, c = 'inconclusive', each[lab]
     return replace(c, verdict=verdict, method=c.method + how), lab, each
+
+def null_contradicts(reps: int = 400, seeds: int = 3, sd: float = 0.03, seed: int = 0) -> tuple[float, float]:
+    """How often each rule says *contradicts* when it should not: four models of one true mean (two 'new', two 'old'),
+    `seeds` seeds each with seed-to-seed spread `sd`, `reps` repetitions (a seeded simulation, the same on every run).
+    Returns the shares for the per-seed statistic *worse new minus better old* judged by `compare`, and for `compare_all`
+    over the four new-old pairs; the nominal rate is 2.5 %."""
+    check_positive(reps, 'reps'); check_finite(sd, 'sd', lo=0)
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2: raise ValueError(f"seeds must be an int >= 2, got {seeds!r}")
+    g, old, new = np.random.default_rng(seed), 0, 0
+    for _ in range(reps):
+        m = g.normal(0.7, sd, size=(4, seeds))                               # models × seeds, one true mean
+        old += compare(m[:2].min(0), m[2:].max(0)).verdict == 'contradicts the paper'
+        new += compare_all({(i, j): (m[i], m[j]) for i in (0, 1) for j in (2, 3)})[0].verdict == 'contradicts the paper'
+    return old / reps, new / reps
 
 def fmt_pairs(each: dict) -> str:
     "Every pair's comparison of `compare_all`, in a note: 'label effect [interval], n seeds; …'."
