@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
-from .core import repo_root, check_choice, check_finite, check_positive, PROFILES
+from .core import repo_root, check_choice, check_positive, check_seed, PROFILES
 from .harness import store_for
 
 # %% auto #0
@@ -207,7 +207,7 @@ def null_contradicts(reps: int = 400, seeds: int = 3, sd: float = 0.03, seed: in
     `seeds` seeds each with seed-to-seed spread `sd`, `reps` repetitions (a seeded simulation, the same on every run).
     Returns the shares for the per-seed statistic *worse new minus better old* judged by `compare`, and for `compare_all`
     over the four new-old pairs; the nominal rate is 2.5 %."""
-    check_positive(reps, 'reps'); check_finite(sd, 'sd', lo=0)
+    check_positive(reps, 'reps'); check_positive(sd, 'sd', integer=False, finite=True); check_seed(seed, 'seed')
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2: raise ValueError(f"seeds must be an int >= 2, got {seeds!r}")
     g, old, new = np.random.default_rng(seed), 0, 0
     for _ in range(reps):
