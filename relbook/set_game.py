@@ -916,9 +916,10 @@ def set_modular_freeze_experiment() -> pd.DataFrame:
 DRIFT_MODELS = (MODULAR_MODELS[0], FREEZE_CONTROL[1])
 
 def head_auc(R: torch.Tensor, bits: torch.Tensor) -> list[float]:
-    """Per head k of relations R (b, 4, 3, 3), one head per attribute: AUC of each card pair's relation value, both directions summed (r_ij + r_ji:
-    an unordered pair's value; 2 r_ij for a symmetric relation), for attribute k's same/different bits (b, 12), either
-    polarity (1: a threshold separates the pairs that share attribute k's value from those that do not, perfectly)."""
+    """Per head k of relations R (b, 4, 3, 3), one head per attribute: AUC of each card pair's relation value, both
+    directions summed (r_ij + r_ji: an unordered pair's value; 2 r_ij for a symmetric relation), for attribute k's
+    same/different bits (b, 12), either polarity (1: a threshold separates the pairs that share attribute k's value from
+    those that do not, perfectly)."""
     check_shape(bits, 'bits', ('b', 12), check_shape(R, 'R', ('b', len(ATTRIBUTES), 3, 3)))
     if not torch.isfinite(R).all(): raise ValueError("R must be finite: a NaN or infinite relation has no AUC")
     pairs = torch.stack([R[:, :, i, j] + R[:, :, j, i] for i, j in PAIRS], -1)
