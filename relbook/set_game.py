@@ -683,34 +683,45 @@ def _pair_keys(idx: torch.Tensor) -> torch.Tensor:
     a, b = idx[:, [0, 0, 1]], idx[:, [1, 2, 2]]
     return torch.minimum(a, b) * 81 + torch.maximum(a, b)
 
-def shares_training_pair(data: dict) -> tuple[torch.Tensor, torch.Tensor]:
+def shares_training_pair(data: dict, label: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """Per test triple of `data` (index triples and labels as `set_data` gives them), split into its SETs and its non-SETs:
-    does the triple share a card pair with one of the training SETs?"""
+    does the triple share a card pair with one of the training triples labelled `label` (1: the SETs, 0: the non-SETs)?"""
+    check_choice(label, 'label', (0, 1))
     if not isinstance(data, dict) or not {'train', 'test'} <= set(data):
         raise ValueError(f"data must be a dict with 'train' and 'test' (index triples and labels, as set_data gives them), got {type(data).__name__}"
                          + (f" with keys {sorted(data)}" if isinstance(data, dict) else ''))
     (ti, ty), (xi, xy) = data['train'], data['test']
-    hit = torch.isin(_pair_keys(xi), _pair_keys(ti[ty == 1]).flatten()).any(-1)
+    hit = torch.isin(_pair_keys(xi), _pair_keys(ti[ty == label]).flatten()).any(-1)
     return hit[xy == 1], hit[xy == 0]
 
-def pair_rates(called: torch.Tensor, y: torch.Tensor, non_hit: torch.Tensor) -> dict:
+def pair_rates(called: torch.Tensor, y: torch.Tensor, non_hit: torch.Tensor, set_neg: torch.Tensor | None = None) -> dict:
     """From a model's calls on the test triples (`called`: bool, True = 'SET'), their labels `y` (1 = SET) and, per test
     non-SET, whether it shares a card pair with a training SET (`non_hit`): `tp`, the share of SETs called SETs; `fp_shared`
-    and `fp_other`, the shares of non-SETs with and without such a pair called SETs (NaN where there are none)."""
+    and `fp_other`, the shares of non-SETs with and without such a pair called SETs (NaN where there are none). With
+    `set_neg` (per test SET: does it share a card pair with a training *non*-SET?), also `tp_neg_shared` and `tp_neg_other`,
+    the shares of SETs with and without such a pair called SETs: the mirror image, since a test SET's pairs can occur in
+    training only in non-SETs."""
     sz = check_shape(called, 'called', ('n',)); check_shape(y, 'y', ('n',), sz); check_shape(non_hit, 'non_hit', (None,))
     for t, name in ((called, 'called'), (non_hit, 'non_hit')):
         if t.dtype != torch.bool: raise ValueError(f"{name} must be a bool tensor, got {t.dtype}")
     sets, non = called[y == 1], called[y == 0]
     if len(non_hit) != len(non): raise ValueError(f"non_hit must mark each of the {len(non)} non-SETs, got {len(non_hit)}")
     rate = lambda c: float(c.float().mean()) if len(c) else float('nan')
-    return {'tp': rate(sets), 'fp_shared': rate(non[non_hit]), 'fp_other': rate(non[~non_hit]),
-            'n_shared': int(non_hit.sum()), 'n_other': int((~non_hit).sum())}
+    out = {'tp': rate(sets), 'fp_shared': rate(non[non_hit]), 'fp_other': rate(non[~non_hit]),
+           'n_shared': int(non_hit.sum()), 'n_other': int((~non_hit).sum())}
+    if set_neg is not None:
+        check_shape(set_neg, 'set_neg', (len(sets),))
+        if set_neg.dtype != torch.bool: raise ValueError(f"set_neg must be a bool tensor, got {set_neg.dtype}")
+        out |= {'tp_neg_shared': rate(sets[set_neg]), 'tp_neg_other': rate(sets[~set_neg]),
+                'n_set_neg_shared': int(set_neg.sum()), 'n_set_neg_other': int((~set_neg).sum())}
+    return out
 
 def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None, min_delta: float = 0.0) -> dict:
     """Experiment 1's trial (the model, data and training of `set_classification_trial`), its test calls split by whether a
     test triple shares a card pair with a training SET: `fp_shared` and `fp_other`, the shares of test non-SETs with and
     without such a pair that it calls SETs (NaN where there are none: `n_shared`, `n_other`); `tp`, the share of test SETs
-    it calls SETs (no test SET shares such a pair: `set_shared` counts those that do, 0 under the split)."""
+    it calls SETs (no test SET shares such a pair: `set_shared` counts those that do, 0 under the split); and `tp` split by
+    whether a test SET shares a card pair with a training non-SET (`pair_rates`)."""
     check_choice(model, 'model', BIAS_MODELS)
     net, data = set_model(model), set_data(n_train, seed)
     out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta)
@@ -719,7 +730,8 @@ def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: 
     dev = next(net.parameters()).device
     with torch.no_grad():
         called = net.eval()(_triple_inputs(model, xi, card_embeddings(0), deck()[1]).to(dev)).argmax(-1).cpu() == 1
-    return {**out, **pair_rates(called, xy, non_hit), 'set_shared': int(set_hit.sum())}
+    set_neg, _ = shares_training_pair(data, label=0)
+    return {**out, **pair_rates(called, xy, non_hit, set_neg), 'set_shared': int(set_hit.sum())}
 
 @experiment('set_pair_bias')
 def set_pair_bias_experiment() -> pd.DataFrame:

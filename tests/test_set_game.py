@@ -373,7 +373,7 @@ def test_pair_bias_trial_is_the_classification_trial_split_by_a_shared_pair():
     seen = {frozenset(p) for r in d['train'][0][d['train'][1] == 1].tolist() for p in itertools.combinations(r, 2)}
     brute = torch.tensor([any(frozenset(p) in seen for p in itertools.combinations(r, 2)) for r in d['test'][0].tolist()])
     s, n = sg.shares_training_pair(d)
-    y = d['test'][1]
+    y = y_test = d['test'][1]
     assert torch.equal(s, brute[y == 1]) and torch.equal(n, brute[y == 0]) and not s.any() and n.any() and not n.all()
     fx = dict(epochs=2, patience=None)
     for m in ('CoRelNet (no softmax, 4 relations)', 'CoRelNet (no softmax, MLP readout)'):
@@ -394,6 +394,16 @@ def test_pair_bias_trial_is_the_classification_trial_split_by_a_shared_pair():
     assert math.isnan(sg.pair_rates(called, y, torch.zeros(6, dtype=torch.bool))['fp_shared'])
     with pytest.raises(ValueError, match='non_hit must mark each'):
         sg.pair_rates(called, y, hit[:5])
+    neg = torch.tensor([1, 1, 0, 0]).bool()                          # SETs: the first two share a pair with a training non-SET
+    r = sg.pair_rates(called, y, hit, neg)                           # SETs called [1, 1, 1, 0]
+    assert (r['tp_neg_shared'], r['tp_neg_other'], r['n_set_neg_shared'], r['n_set_neg_other']) == (1.0, 0.5, 2, 2), r
+    with pytest.raises(ValueError, match='set_neg must have shape'): sg.pair_rates(called, y, hit, neg[:3])
+    # shares_training_pair with label 0: the training non-SETs' pairs, against a brute force
+    seen0 = {frozenset(p) for r in d['train'][0][d['train'][1] == 0].tolist() for p in itertools.combinations(r, 2)}
+    brute0 = torch.tensor([any(frozenset(p) in seen0 for p in itertools.combinations(r, 2)) for r in d['test'][0].tolist()])
+    s0, n0 = sg.shares_training_pair(d, label=0)
+    assert torch.equal(s0, brute0[y_test == 1]) and torch.equal(n0, brute0[y_test == 0])
+    with pytest.raises(ValueError, match='label must be one of'): sg.shares_training_pair(d, label=2)
 
 
 def test_relation_drift_trial_is_its_sweeps_trial_with_each_heads_auc():
