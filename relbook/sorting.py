@@ -647,6 +647,10 @@ claim(id='sorting-pretraining-helps-abstractor', chapter='05_object_sorting', pa
 
 PAPER_5B_TF = (f"official logs: Transformer {max(OFFICIAL_FIG5B['Transformer'].values()):.1f} at every size up to 1,000, "
                f"from scratch and pre-trained; its pre-training run reached {OFFICIAL_PRETRAIN_TF}")   # both Transformer claims'
+# beside both "the Transformer does not benefit" claims: the transfer the paper's text describes, judged the same way
+_ALL_WEIGHTS_CONTROL = dict(control='Transformer (pre-trained, all)', control_words=(
+    "the transfer the paper's text describes ('using those learned weights for initialization'), all weights, a control"))
+
 claim(id='sorting-pretraining-transformer-no-benefit', chapter='05_object_sorting', paper='altabaa2024abstractors',
       where='§4.2, Fig. 5b', claim='The Transformer does not benefit from the same pre-training (margin ±0.05).',
       paper_value=PAPER_5B_TF,
@@ -655,8 +659,7 @@ claim(id='sorting-pretraining-transformer-no-benefit', chapter='05_object_sortin
                   "equivalence within ±0.05"), section=SECTION_5B,
       evaluate=_curve_claim('Transformer (pre-trained, decoder)', 'Transformer', direction=0, margin=0.05,
                             note='at the official input scales: sorting-pretraining-transformer-no-benefit-official-scales',
-                            control='Transformer (pre-trained, all)', control_words=("the transfer the paper's text describes "
-                                                            "('using those learned weights for initialization'), all weights, a control")))
+                            **_ALL_WEIGHTS_CONTROL))
 
 # The same claim for the Abstractor (a) with the official code's input scales (`sorting_pretraining_scales`): at ours its
 # from-scratch baseline learns next to nothing from 500 sequences, where the official one sorts 0.70 (Experiment 2's reading).
@@ -678,8 +681,7 @@ claim(id='sorting-pretraining-transformer-no-benefit-official-scales', chapter='
       comparison=("Transformer pre-trained (decoder only, the official script's transfer) − from scratch, both at the official "
                   "input scales, paired by seed; equivalence within ±0.05"),
       section=SECTION_5B, evaluate=_curve_claim('Transformer (pre-trained, decoder)', 'Transformer', direction=0, margin=0.05,
-                                                control='Transformer (pre-trained, all)', control_words=("the transfer the paper's text describes "
-                                                            "('using those learned weights for initialization'), all weights, a control")))
+                                                **_ALL_WEIGHTS_CONTROL))
 
 # Figure 8 (App. C.1 of the 2024 paper; §4.4, Fig. 2e/2f of the 2023 paper). Judged relative to each model's clean
 # accuracy, so that a model is not called more robust for being more accurate before the corruption, and only at the
