@@ -30,13 +30,14 @@ __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'REND
            'set_classification_trial', 'classification_trials', 'set_classification_experiment', 'mean_acc',
            'official_triples', 'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats',
            'set_sampling_trial', 'set_sampling_control_experiment', 'set_relation_dims_experiment',
-           'shares_training_pair', 'pair_rates', 'pair_bias_trial', 'set_pair_bias_experiment',
-           'train_pair_classifiers', 'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials',
-           'set_modular_experiment', 'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor',
-           'OfficialModularAbstractor', 'transplant_pair_relation', 'pretrain_official_relations',
-           'official_modular_model', 'fit_modular', 'set_modular_official_trial', 'set_modular_official_experiment',
-           'freeze_control_model', 'set_modular_freeze_trial', 'set_modular_freeze_experiment', 'head_auc',
-           'triple_relations', 'relation_drift_trial', 'set_relation_drift_experiment']
+           'shares_training_pair', 'pair_rates', 'order_averaged_margin', 'set_payback', 'pair_bias_trial',
+           'set_pair_bias_experiment', 'train_pair_classifiers', 'pretrain_relations', 'modular_model',
+           'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'sigmoid_relation', 'official_embedder',
+           'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
+           'pretrain_official_relations', 'official_modular_model', 'fit_modular', 'set_modular_official_trial',
+           'set_modular_official_experiment', 'freeze_control_model', 'set_modular_freeze_trial',
+           'set_modular_freeze_experiment', 'head_auc', 'triple_relations', 'relation_drift_trial',
+           'set_relation_drift_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -716,12 +717,52 @@ def pair_rates(called: torch.Tensor, y: torch.Tensor, non_hit: torch.Tensor, set
                 'n_set_neg_shared': int(set_neg.sum()), 'n_set_neg_other': int((~set_neg).sum())}
     return out
 
+def order_averaged_margin(net: nn.Module, model: str, idx: torch.Tensor, batch_size: int = 20_000) -> torch.Tensor:
+    """`net`'s SET margin (logit 'SET' − logit 'not SET', eval mode) on each triple of `idx` (n, 3) card indices, averaged
+    over the triple's six card orders: (n,) float64, a function of the unordered triple."""
+    check_choice(model, 'model', (*SET_MODELS, *RELATION_DIMS, 'Symbolic MLP')); check_shape(idx, 'idx', ('n', 3)); check_positive(batch_size, 'batch_size')
+    if idx.dtype != torch.long or (len(idx) and (idx.min() < 0 or idx.max() > 80)):
+        raise ValueError(f"idx must hold card indices (long, 0-80), got {idx.dtype}" + (f" in [{int(idx.min())}, {int(idx.max())}]" if len(idx) else ''))
+    E, attrs, dev = card_embeddings(0), deck()[1], next(net.parameters()).device
+    net.eval(); out = torch.zeros(len(idx), dtype=torch.float64)
+    with torch.no_grad():
+        for p in PERMS3:
+            for i in range(0, len(idx), batch_size):
+                lg = net(_triple_inputs(model, idx[i:i + batch_size, p], E, attrs).to(dev)).double().cpu()
+                out[i:i + batch_size] += (lg[:, 1] - lg[:, 0]) / 6
+    return out
+
+def set_payback(margin: torch.Tensor, pools: dict) -> dict:
+    """The balance of a model's scores over the whole deck. `margin`: its order-averaged margin on every triple of
+    `all_triples()`, in that order (`order_averaged_margin`); `pools`: the seed's `split_triples`. Each field is a mean margin
+    minus that of all the non-SETs, in units of the non-SETs' standard deviation (`non_sd`, in logits): `gap_all` for all
+    1080 SETs (0 for a linear readout of relations: every card pair lies in one SET and 78 non-SETs), `train_sets`,
+    `heldout_sets` (validation and test pools together) and `test_sets` for the SETs of those pools. Where `gap_all` is 0
+    and the training pool holds half the SETs, `heldout_sets` = −`train_sets`: what training lifts on its SETs, the held-out
+    SETs lose."""
+    T = all_triples()
+    check_shape(margin, 'margin', (len(T),))
+    if not torch.isfinite(margin).all(): raise ValueError("margin must be finite (a NaN or inf score has no mean)")
+    if not isinstance(pools, dict) or not {'train', 'val', 'test'} <= set(pools) or not all(
+            isinstance(pools[k], dict) and 'sets' in pools[k] for k in ('train', 'val', 'test')):
+        raise ValueError(f"pools must be split_triples' dict {{'train', 'val', 'test'}} of {{'sets', 'non_sets'}}, got {type(pools).__name__}"
+                         + (f" with keys {sorted(pools)}" if isinstance(pools, dict) else ''))
+    m, lab, key = margin.double(), is_set(deck()[1][T]), unordered_key(T)
+    mu_n, sd = float(m[~lab].mean()), float(m[~lab].std())
+    if not sd > 0: raise ValueError("margin must vary over the non-SETs (a constant score has no unit)")
+    mean_of = lambda sets: (float(m[torch.isin(key, unordered_key(sets))].mean()) - mu_n) / sd
+    return {'gap_all': (float(m[lab].mean()) - mu_n) / sd, 'train_sets': mean_of(pools['train']['sets']),
+            'heldout_sets': mean_of(torch.cat([pools['val']['sets'], pools['test']['sets']])),
+            'test_sets': mean_of(pools['test']['sets']), 'non_sd': sd}
+
 def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None, min_delta: float = 0.0) -> dict:
     """Experiment 1's trial (the model, data and training of `set_classification_trial`), its test calls split by whether a
     test triple shares a card pair with a training SET: `fp_shared` and `fp_other`, the shares of test non-SETs with and
     without such a pair that it calls SETs (NaN where there are none: `n_shared`, `n_other`); `tp`, the share of test SETs
     it calls SETs (no test SET shares such a pair: `set_shared` counts those that do, 0 under the split); and `tp` split by
-    whether a test SET shares a card pair with a training non-SET (`pair_rates`)."""
+    whether a test SET shares a card pair with a training non-SET (`pair_rates`). Also the balance of its scores over the
+    deck (`set_payback`, fields `pay_*`) and `acc_shift_removed`: its test accuracy were each test SET's margin raised by
+    the mean shift of the test pool's SETs (`pay_test_sets` · `pay_non_sd`), the non-SETs' calls unchanged."""
     check_choice(model, 'model', BIAS_MODELS)
     net, data = set_model(model), set_data(n_train, seed)
     out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta)
@@ -729,9 +770,14 @@ def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: 
     xi, xy = data['test']
     dev = next(net.parameters()).device
     with torch.no_grad():
-        called = net.eval()(_triple_inputs(model, xi, card_embeddings(0), deck()[1]).to(dev)).argmax(-1).cpu() == 1
+        lg = net.eval()(_triple_inputs(model, xi, card_embeddings(0), deck()[1]).to(dev)).cpu()
+    called = lg.argmax(-1) == 1
     set_neg, _ = shares_training_pair(data, label=0)
-    return {**out, **pair_rates(called, xy, non_hit, set_neg), 'set_shared': int(set_hit.sum())}
+    pay = set_payback(order_averaged_margin(net, model, all_triples()), split_triples(seed))
+    margin = (lg[:, 1] - lg[:, 0]).double()
+    tp_shifted = float((margin[xy == 1] - pay['test_sets'] * pay['non_sd'] > 0).float().mean())
+    return {**out, **pair_rates(called, xy, non_hit, set_neg), 'set_shared': int(set_hit.sum()),
+            **{f'pay_{k}': v for k, v in pay.items()}, 'acc_shift_removed': (tp_shifted + 1 - float(called[xy == 0].float().mean())) / 2}
 
 @experiment('set_pair_bias')
 def set_pair_bias_experiment() -> pd.DataFrame:

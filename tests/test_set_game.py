@@ -406,6 +406,40 @@ def test_pair_bias_trial_is_the_classification_trial_split_by_a_shared_pair():
     with pytest.raises(ValueError, match='label must be one of'): sg.shares_training_pair(d, label=2)
 
 
+
+def test_set_payback_balance_of_a_linear_readout_and_its_mirror():
+    """order_averaged_margin averages the six card orders; set_payback: for a linear readout of relations (any dimension,
+    untrained) all SETs and all non-SETs have the same mean margin, so the held-out SETs mirror the training pool's; a
+    softmax or MLP readout breaks the balance; the pair-bias trial stores the fields; bad input is refused by name."""
+    _fake_embeddings(0)
+    torch.manual_seed(0)
+    T, pools = sg.all_triples(), sg.split_triples(0)
+    idx = T[torch.randperm(len(T), generator=torch.Generator().manual_seed(1))[:50]]
+    net = sg.set_model('CoRelNet (no softmax, MLP readout)').eval()
+    E, attrs = sg.card_embeddings(0), sg.deck()[1]
+    with torch.no_grad():
+        by_hand = sum((lambda lg: (lg[:, 1] - lg[:, 0]).double())(net(E[idx[:, p]])) for p in sg.PERMS3) / 6
+    m = sg.order_averaged_margin(net, 'CoRelNet (no softmax, MLP readout)', idx, batch_size=7)
+    assert torch.allclose(m, by_hand, atol=1e-6)
+    assert torch.allclose(sg.order_averaged_margin(net, 'CoRelNet (no softmax, MLP readout)', idx[:, [2, 0, 1]]), m, atol=1e-6)
+    for model in ('CoRelNet (no softmax)', 'CoRelNet (no softmax, 4 relations)'):
+        p = sg.set_payback(sg.order_averaged_margin(sg.set_model(model), model, T), pools)
+        assert abs(p['gap_all']) < 1e-5 and abs(p['heldout_sets'] + p['train_sets']) < 1e-5 and p['non_sd'] > 0, (model, p)
+        assert abs(p['train_sets']) > 1e-4, p                          # ... and not because every mean is 0
+    for model in ('CoRelNet', 'CoRelNet (no softmax, MLP readout)'):
+        p = sg.set_payback(sg.order_averaged_margin(sg.set_model(model), model, T), pools)
+        assert abs(p['gap_all']) > 1e-4, (model, p)                  # 10 times the linear readouts' bound
+    r = sg.pair_bias_trial('CoRelNet (no softmax)', 64, 0, epochs=2, patience=None)
+    assert abs(r['pay_gap_all']) < 1e-5 and abs(r['pay_heldout_sets'] + r['pay_train_sets']) < 1e-5 and 0 <= r['acc_shift_removed'] <= 1, r
+    good = sg.order_averaged_margin(net, 'CoRelNet (no softmax, MLP readout)', T)
+    with pytest.raises(ValueError, match='margin must have shape'): sg.set_payback(good[:-1], pools)
+    with pytest.raises(ValueError, match='margin must be finite'): sg.set_payback(torch.full_like(good, float('nan')), pools)
+    with pytest.raises(ValueError, match='margin must vary'): sg.set_payback(torch.zeros_like(good), pools)
+    with pytest.raises(ValueError, match="pools must be split_triples' dict"): sg.set_payback(good, {'train': None})
+    with pytest.raises(ValueError, match='idx must hold card indices'): sg.order_averaged_margin(net, 'CoRelNet', idx + 81)
+    with pytest.raises(ValueError, match='idx must have shape'): sg.order_averaged_margin(net, 'CoRelNet', idx[:, :2])
+    with pytest.raises(ValueError, match='model must be one of'): sg.order_averaged_margin(net, 'MLP', idx)
+
 def test_relation_drift_trial_is_its_sweeps_trial_with_each_heads_auc():
     """set_relation_drift: the same model and training as Experiment 2's trial (ours) and the freezing control's (official
     trainable), in-process, with each head's AUC before and after in [0.5, 1]; head_auc is 1 for a relation that separates
