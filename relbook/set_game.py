@@ -30,10 +30,10 @@ __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'REND
            'set_classification_trial', 'classification_trials', 'set_classification_experiment', 'mean_acc',
            'official_triples', 'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats',
            'set_sampling_trial', 'set_sampling_control_experiment', 'set_relation_dims_experiment',
-           'shares_training_pair', 'pair_rates', 'order_averaged_margin', 'set_payback', 'pair_bias_trial',
-           'set_pair_bias_experiment', 'train_pair_classifiers', 'pretrain_relations', 'modular_model',
-           'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'sigmoid_relation', 'official_embedder',
-           'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
+           'shares_training_pair', 'pair_rates', 'order_averaged_margin', 'set_payback', 'shift_removed_acc',
+           'pair_bias_trial', 'set_pair_bias_experiment', 'train_pair_classifiers', 'pretrain_relations',
+           'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'sigmoid_relation',
+           'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
            'pretrain_official_relations', 'official_modular_model', 'fit_modular', 'set_modular_official_trial',
            'set_modular_official_experiment', 'freeze_control_model', 'set_modular_freeze_trial',
            'set_modular_freeze_experiment', 'head_auc', 'triple_relations', 'relation_drift_trial',
@@ -718,18 +718,20 @@ def pair_rates(called: torch.Tensor, y: torch.Tensor, non_hit: torch.Tensor, set
     return out
 
 def order_averaged_margin(net: nn.Module, model: str, idx: torch.Tensor, batch_size: int = 20_000) -> torch.Tensor:
-    """`net`'s SET margin (logit 'SET' − logit 'not SET', eval mode) on each triple of `idx` (n, 3) card indices, averaged
-    over the triple's six card orders: (n,) float64, a function of the unordered triple."""
+    """`net`'s SET margin (logit 'SET' − logit 'not SET', in eval mode; the net's mode is restored after) on each triple of
+    `idx` (n, 3) card indices, averaged over the triple's six card orders: (n,) float64, a function of the unordered triple."""
     check_choice(model, 'model', (*SET_MODELS, *RELATION_DIMS, 'Symbolic MLP')); check_shape(idx, 'idx', ('n', 3)); check_positive(batch_size, 'batch_size')
     if idx.dtype != torch.long or (len(idx) and (idx.min() < 0 or idx.max() > 80)):
         raise ValueError(f"idx must hold card indices (long, 0-80), got {idx.dtype}" + (f" in [{int(idx.min())}, {int(idx.max())}]" if len(idx) else ''))
     E, attrs, dev = card_embeddings(0), deck()[1], next(net.parameters()).device
-    net.eval(); out = torch.zeros(len(idx), dtype=torch.float64)
+    was, out = net.training, torch.zeros(len(idx), dtype=torch.float64)
+    net.eval()
     with torch.no_grad():
         for p in PERMS3:
             for i in range(0, len(idx), batch_size):
                 lg = net(_triple_inputs(model, idx[i:i + batch_size, p], E, attrs).to(dev)).double().cpu()
                 out[i:i + batch_size] += (lg[:, 1] - lg[:, 0]) / 6
+    net.train(was)
     return out
 
 def set_payback(margin: torch.Tensor, pools: dict) -> dict:
@@ -755,14 +757,25 @@ def set_payback(margin: torch.Tensor, pools: dict) -> dict:
             'heldout_sets': mean_of(torch.cat([pools['val']['sets'], pools['test']['sets']])),
             'test_sets': mean_of(pools['test']['sets']), 'non_sd': sd}
 
+def shift_removed_acc(margin: torch.Tensor, y: torch.Tensor, shift: float) -> float:
+    """Accuracy on a balanced test set (`margin`: each test triple's SET margin, called 'SET' where > 0; `y`: labels, 1 = SET)
+    were every SET's margin lowered by `shift` (a negative shift raises it), the non-SETs' calls unchanged:
+    (tp′ + 1 − fp) / 2. With `shift` the SETs' mean shift, this takes away their mean separation from the non-SETs, so it
+    brings any model near chance, one that learns SET included: it asks whether anything beyond that shift is needed."""
+    sz = check_shape(margin, 'margin', ('n',)); check_shape(y, 'y', ('n',), sz); check_finite(shift, 'shift')
+    if not ((y == 1).any() and (y == 0).any()): raise ValueError("y must hold both labels (1 = SET, 0 = not)")
+    tp = float((margin[y == 1] - shift > 0).float().mean()); fp = float((margin[y == 0] > 0).float().mean())
+    return (tp + 1 - fp) / 2
+
 def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: int | None, min_delta: float = 0.0) -> dict:
     """Experiment 1's trial (the model, data and training of `set_classification_trial`), its test calls split by whether a
     test triple shares a card pair with a training SET: `fp_shared` and `fp_other`, the shares of test non-SETs with and
     without such a pair that it calls SETs (NaN where there are none: `n_shared`, `n_other`); `tp`, the share of test SETs
     it calls SETs (no test SET shares such a pair: `set_shared` counts those that do, 0 under the split); and `tp` split by
     whether a test SET shares a card pair with a training non-SET (`pair_rates`). Also the balance of its scores over the
-    deck (`set_payback`, fields `pay_*`) and `acc_shift_removed`: its test accuracy were each test SET's margin raised by
-    the mean shift of the test pool's SETs (`pay_test_sets` · `pay_non_sd`), the non-SETs' calls unchanged."""
+    deck (`set_payback`, fields `pay_*`) and `acc_shift_removed` (`shift_removed_acc`): the test accuracy if each test SET's
+    margin (in its one sampled order) moved by the test pool's shift, which is measured on order-averaged margins against all
+    non-SETs (`pay_test_sets` · `pay_non_sd`), the non-SETs' calls unchanged."""
     check_choice(model, 'model', BIAS_MODELS)
     net, data = set_model(model), set_data(n_train, seed)
     out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta)
@@ -774,10 +787,9 @@ def pair_bias_trial(model: str, n_train: int, seed: int, epochs: int, patience: 
     called = lg.argmax(-1) == 1
     set_neg, _ = shares_training_pair(data, label=0)
     pay = set_payback(order_averaged_margin(net, model, all_triples()), split_triples(seed))
-    margin = (lg[:, 1] - lg[:, 0]).double()
-    tp_shifted = float((margin[xy == 1] - pay['test_sets'] * pay['non_sd'] > 0).float().mean())
+    shifted = shift_removed_acc((lg[:, 1] - lg[:, 0]).double(), xy, pay['test_sets'] * pay['non_sd'])
     return {**out, **pair_rates(called, xy, non_hit, set_neg), 'set_shared': int(set_hit.sum()),
-            **{f'pay_{k}': v for k, v in pay.items()}, 'acc_shift_removed': (tp_shifted + 1 - float(called[xy == 0].float().mean())) / 2}
+            **{f'pay_{k}': v for k, v in pay.items()}, 'acc_shift_removed': shifted}
 
 @experiment('set_pair_bias')
 def set_pair_bias_experiment() -> pd.DataFrame:

@@ -429,8 +429,21 @@ def test_set_payback_balance_of_a_linear_readout_and_its_mirror():
     for model in ('CoRelNet', 'CoRelNet (no softmax, MLP readout)'):
         p = sg.set_payback(sg.order_averaged_margin(sg.set_model(model), model, T), pools)
         assert abs(p['gap_all']) > 1e-4, (model, p)                  # 10 times the linear readouts' bound
+    # test_sets by hand: the test pool's SETs' mean margin minus all non-SETs', in their sd (a swap of pools would show)
+    m4 = sg.order_averaged_margin(sg.set_model('CoRelNet (no softmax)'), 'CoRelNet (no softmax)', T)
+    lab, key = sg.is_set(sg.deck()[1][T]), sg.unordered_key(T)
+    hand = lambda pool: float(m4[torch.isin(key, sg.unordered_key(pools[pool]['sets']))].mean() - m4[~lab].mean()) / float(m4[~lab].std())
+    p = sg.set_payback(m4, pools)
+    assert abs(p['test_sets'] - hand('test')) < 1e-9 and abs(p['train_sets'] - hand('train')) < 1e-9 and abs(hand('val') - hand('test')) > 1e-4
+    was = sg.set_model('CoRelNet').train(); sg.order_averaged_margin(was, 'CoRelNet', idx); assert was.training   # mode restored
+    # shift_removed_acc: SETs' margins moved by -shift, the non-SETs' calls kept (a sign error would show)
+    mg, yy = torch.tensor([1.0, -1.0, 0.5, -0.5]), torch.tensor([1, 1, 0, 0])
+    assert sg.shift_removed_acc(mg, yy, 0.0) == 0.5 and sg.shift_removed_acc(mg, yy, -2.0) == 0.75 and sg.shift_removed_acc(mg, yy, 2.0) == 0.25
     r = sg.pair_bias_trial('CoRelNet (no softmax)', 64, 0, epochs=2, patience=None)
     assert abs(r['pay_gap_all']) < 1e-5 and abs(r['pay_heldout_sets'] + r['pay_train_sets']) < 1e-5 and 0 <= r['acc_shift_removed'] <= 1, r
+    with pytest.raises(ValueError, match='y must hold both labels'): sg.shift_removed_acc(mg, torch.ones(4, dtype=torch.long), 0.0)
+    with pytest.raises(ValueError, match='shift must be'): sg.shift_removed_acc(mg, yy, float('nan'))
+    with pytest.raises(ValueError, match='y must have shape'): sg.shift_removed_acc(mg, yy[:3], 0.0)
     good = sg.order_averaged_margin(net, 'CoRelNet (no softmax, MLP readout)', T)
     with pytest.raises(ValueError, match='margin must have shape'): sg.set_payback(good[:-1], pools)
     with pytest.raises(ValueError, match='margin must be finite'): sg.set_payback(torch.full_like(good, float('nan')), pools)
@@ -439,6 +452,11 @@ def test_set_payback_balance_of_a_linear_readout_and_its_mirror():
     with pytest.raises(ValueError, match='idx must hold card indices'): sg.order_averaged_margin(net, 'CoRelNet', idx + 81)
     with pytest.raises(ValueError, match='idx must have shape'): sg.order_averaged_margin(net, 'CoRelNet', idx[:, :2])
     with pytest.raises(ValueError, match='model must be one of'): sg.order_averaged_margin(net, 'MLP', idx)
+    with pytest.raises(ValueError, match='idx must hold card indices'): sg.order_averaged_margin(net, 'CoRelNet', idx.float())
+    with pytest.raises(ValueError, match='idx must hold card indices'): sg.order_averaged_margin(net, 'CoRelNet', idx - 81)
+    with pytest.raises(ValueError, match='batch_size must be'): sg.order_averaged_margin(net, 'CoRelNet', idx, batch_size=0)
+    with pytest.raises(ValueError, match="pools must be split_triples' dict"): sg.set_payback(good, [pools])
+    with pytest.raises(ValueError, match="pools must be split_triples' dict"): sg.set_payback(good, {k: {'non_sets': v['non_sets']} for k, v in pools.items()})
 
 def test_relation_drift_trial_is_its_sweeps_trial_with_each_heads_auc():
     """set_relation_drift: the same model and training as Experiment 2's trial (ours) and the freezing control's (official
