@@ -146,9 +146,10 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match='x must be'): m(torch.randn(2, 5, 16), torch.randn(2, 5, 16))
     with pytest.raises(ValueError, match='key_padding_mask'): m(x, torch.randn(2, 5, 32), key_padding_mask=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match='impl'): m(x, torch.randn(2, 5, 32), impl='naive')
-    for bad in (dict(symbol_type='relative'), dict(pos_enc='alibi'), dict(norm_type='batchnorm'), dict(activation='tanh'),
-                dict(dropout=1.5), dict(d_model=30)):
-        with pytest.raises(ValueError): DATConfig(**bad)
+    for bad, msg in ((dict(symbol_type='relative'), 'symbol_type must be one of'), (dict(pos_enc='alibi'), 'pos_enc must be one of'),
+                     (dict(norm_type='batchnorm'), 'norm_type must be one of'), (dict(activation='tanh'), 'activation must be one of'),
+                     (dict(dropout=1.5), r'dropout must be a finite number in \[0, 1\)'), (dict(d_model=30), 'd_model=30 must be divisible')):
+        with pytest.raises(ValueError, match=msg): DATConfig(**bad)
 
 
 def test_masked_keys_do_not_leak():

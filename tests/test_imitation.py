@@ -176,15 +176,25 @@ def test_imitation_trial_at_smoke():
         imitation_trial('relational', 0, evaluation='greedy')
 
 
-def test_evaluate_imitation_samples_with_its_own_seed_and_greedy_plays_once():
+def test_evaluate_imitation_samples_with_its_own_seed_and_greedy_plays_once(monkeypatch):
     import torch
     torch.manual_seed(0)
     net, puzzles = BoxWorldAgent(ENCODERS['relational'], IMITATION_ENV.obs_shape).eval(), puzzles_by_type(IMITATION_ENV, 1, seed=3)
+    real_play, played = sa.play, []                    # how many episodes each evaluation plays, and the actions it takes
+    def spy(ps, act, cfg):
+        taken = []
+        played.append((len(ps), taken))
+        return real_play(ps, lambda *x: taken.append(out := act(*x)) or out, cfg)
+    monkeypatch.setattr(sa, 'play', spy)
     state = torch.random.get_rng_state()
     a, b = (sa.evaluate_imitation(net, puzzles, seed=7) for _ in range(2))
     assert a == b and torch.equal(state, torch.random.get_rng_state())      # reproducible; the global generator untouched
     g = sa.evaluate_imitation(net, puzzles, policy='greedy')
     assert set(g) == set(a) and all(0 <= g[k] <= 1 for k in ('win_rate', 'timed_out'))
+    assert [n for n, _ in played] == [sa.EVAL_PLAYS * len(puzzles)] * 2 + [len(puzzles)]   # sampled: EVAL_PLAYS each; greedy: once
+    sa.evaluate_imitation(net, puzzles, seed=8)                                           # another seed: other sampled actions
+    same = lambda u, v: len(u) == len(v) and all(torch.equal(torch.as_tensor(x), torch.as_tensor(y)) for x, y in zip(u, v))
+    assert same(played[0][1], played[1][1]) and not same(played[0][1], played[3][1])
     with pytest.raises(ValueError, match='policy must be one of'):
         sa.evaluate_imitation(net, puzzles, policy='argmax')
     with pytest.raises(ValueError, match='plays must be a positive int'):

@@ -106,6 +106,9 @@ def test_trials_run_and_report():
         order_relation_trial('CoRelNet', 10_000, 0, 1)
     k = kernel_fit_trial('rbf', 4, 0, 256, 20, 5)
     assert 0 <= k['truncation_err'] <= 1 and 0 < k['sup_err'] < 10
+    # the truncation term is that of the trial's own grid (5 x 5 points) at rank = width, not of some other matrix or rank
+    assert k['truncation_err'] == pytest.approx(best_rank_sup_error(kernel_gram('rbf', grid_points(5)), 4), rel=1e-9)
+    assert k['truncation_err'] != pytest.approx(best_rank_sup_error(kernel_gram('rbf', grid_points(5)), 3), rel=1e-3)
 
 
 # --- the chapter's claims (relbook.evidence ledger) -------------------------------------------

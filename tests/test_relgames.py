@@ -234,10 +234,20 @@ def test_rg_models_match_figure_2():
 def test_rg_trial_reports_in_and_out_of_distribution(monkeypatch):
     from relbook.relgames import rg_trial, rg_sizes, rg_protocol, rg_epochs, RG_DECISIVE
     monkeypatch.setenv('RELBOOK_PROFILE', 'smoke')
+    from relbook.relgames import relgames_data, RG_OOD
+    from relbook.harness import Classification
+    calls, real = [], Classification.evaluate             # every evaluation's inputs and result, in order (validation first)
+    monkeypatch.setattr(Classification, 'evaluate', lambda self, net, data, *a, **k: calls.append((data, out := real(self, net, data, *a, **k))) or out)
     r = rg_trial('occurs', 64, 'CoRelNet', 0)
     keys = ('test_acc', 'recombined_acc', 'hexominoes_acc', 'stripes_acc', 'ood_acc')
     assert all(0 <= r[k] <= 1 for k in keys)
     assert abs(r['ood_acc'] - (r['hexominoes_acc'] + r['stripes_acc']) / 2) < 1e-12
+    # each reported accuracy is the evaluation on its own split: the last four calls, on the test set and each held-out family
+    p = rg_protocol('smoke')
+    d = relgames_data('occurs', 64, p['n_val'], p['n_test'], seed=0, objects='train', ood=RG_OOD)
+    for (data, out), split in zip(calls[-4:], ('test', *RG_OOD)):
+        assert torch.equal(data[0].cpu(), d[split][0]) and torch.equal(data[1].cpu(), d[split][1]), split
+        assert out['acc'] == r[f'{split}_acc'], split
     gpu = rg_protocol('gpu')
     assert gpu['seeds'] >= 5 and set(gpu['models']) == set(RG_DECISIVE)
     assert rg_sizes('occurs', 'gpu') == [1000, 1500, 2000, 2500] and rg_sizes('match_pattern', 'gpu') == [15_000, 25_000]

@@ -42,11 +42,19 @@ def test_vtrace_on_policy_is_the_nstep_return():
     args = _trace(seed=1)
     args['target_logp'] = args['behaviour_logp'].clone()
     T, B = args['rewards'].shape
+    nstep = []
     for s in range(T):
         ret, disc = torch.zeros(B, dtype=torch.float64), torch.ones(B, dtype=torch.float64)
         for t in range(s, T):
             ret, disc = ret + disc * args['rewards'][t], disc * args['discounts'][t]
-        torch.testing.assert_close(vtrace(**args).vs[s], ret + disc * args['bootstrap_value'], rtol=0, atol=1e-12)
+        nstep.append(ret + disc * args['bootstrap_value'])
+        torch.testing.assert_close(vtrace(**args).vs[s], nstep[s], rtol=0, atol=1e-12)
+    # the policy-gradient advantage on-policy: r_s + γ_s · (n-step return from s+1, V(x_T) at the end) − V(x_s), from the
+    # returns built here by hand, not from either implementation's v
+    after = torch.stack(nstep[1:] + [args['bootstrap_value']])
+    want = args['rewards'] + args['discounts'] * after - args['values']
+    for out in (vtrace(**args), vtrace_reference(**args)):
+        torch.testing.assert_close(out.pg_advantages, want, rtol=0, atol=1e-12)
 
 
 def test_vtrace_truncations():

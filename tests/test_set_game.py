@@ -250,6 +250,12 @@ def test_trials_run_and_report():
     r = set_sampling_trial('CoRelNet (no softmax)', 'official', 500, seed=0, epochs=1, patience=None)
     assert {'test_acc', 'test_acc_seen', 'test_acc_unseen', 'test_acc_neg', 'test_sets_seen', 'neg_sets_test'} <= set(r)
     assert 0 < r['test_sets_seen'] < 1 and all(0 <= r[k] <= 1 for k in ('test_acc_seen', 'test_acc_unseen', 'test_acc_neg'))
+    # the three kinds partition the test set: their accuracies, weighted by their counts, give the test accuracy back
+    d = sampled_data('official', 500, 0); y = d['test'][1]; seen = seen_sets(d)
+    n = {'seen': int(seen.sum()), 'unseen': int(((y == 1) & ~seen).sum()), 'neg': int((y == 0).sum())}
+    assert sum(n.values()) == len(y) and min(n.values()) > 0
+    assert r['test_acc'] == pytest.approx(sum(n[k] * r[f'test_acc_{k}'] for k in n) / len(y), abs=1e-6), (r, n)
+    assert r['test_sets_seen'] == pytest.approx(n['seen'] / (n['seen'] + n['unseen']))
     torch.manual_seed(1); ours = set_sampling_trial('CoRelNet (no softmax)', 'ours', 64, seed=0, epochs=2, patience=None)
     assert ours['test_acc_seen'] is None and ours['test_sets_seen'] == 0
     torch.manual_seed(1); same = set_classification_trial('CoRelNet (no softmax)', 64, seed=0, epochs=2, patience=None)
@@ -407,7 +413,7 @@ def test_pair_bias_trial_is_the_classification_trial_split_by_a_shared_pair():
 
 
 
-def test_set_payback_balance_of_a_linear_readout_and_its_mirror():
+def test_set_payback_balance_of_a_linear_readout_and_its_mirror(monkeypatch):
     """order_averaged_margin averages the six card orders; set_payback: for a linear readout of relations (any dimension,
     untrained) all SETs and all non-SETs have the same mean margin, so the held-out SETs mirror the training pool's; a
     softmax or MLP readout breaks the balance; the pair-bias trial stores the fields; bad input is refused by name."""
@@ -439,8 +445,13 @@ def test_set_payback_balance_of_a_linear_readout_and_its_mirror():
     # shift_removed_acc: SETs' margins moved by -shift, the non-SETs' calls kept (a sign error would show)
     mg, yy = torch.tensor([1.0, -1.0, 0.5, -0.5]), torch.tensor([1, 1, 0, 0])
     assert sg.shift_removed_acc(mg, yy, 0.0) == 0.5 and sg.shift_removed_acc(mg, yy, -2.0) == 0.75 and sg.shift_removed_acc(mg, yy, 2.0) == 0.25
+    real, seen = sg.shift_removed_acc, {}                 # the trial's call: the test pool's shift, its margins and labels
+    monkeypatch.setattr(sg, 'shift_removed_acc', lambda m, y, shift: seen.update(m=m, y=y, shift=shift) or real(m, y, shift))
     r = sg.pair_bias_trial('CoRelNet (no softmax)', 64, 0, epochs=2, patience=None)
-    assert abs(r['pay_gap_all']) < 1e-5 and abs(r['pay_heldout_sets'] + r['pay_train_sets']) < 1e-5 and 0 <= r['acc_shift_removed'] <= 1, r
+    assert abs(r['pay_gap_all']) < 1e-5 and abs(r['pay_heldout_sets'] + r['pay_train_sets']) < 1e-5, r
+    assert seen['shift'] == pytest.approx(r['pay_test_sets'] * r['pay_non_sd']) and r['acc_shift_removed'] == real(seen['m'], seen['y'], seen['shift'])
+    assert real(seen['m'], seen['y'], 0.0) == pytest.approx(r['test_acc'])       # unshifted: the trial's own test accuracy
+    assert torch.equal(seen['y'], sg.set_data(64, 0)['test'][1])
     with pytest.raises(ValueError, match='y must hold both labels'): sg.shift_removed_acc(mg, torch.ones(4, dtype=torch.long), 0.0)
     with pytest.raises(ValueError, match='shift must be'): sg.shift_removed_acc(mg, yy, float('nan'))
     with pytest.raises(ValueError, match='y must have shape'): sg.shift_removed_acc(mg, yy[:3], 0.0)
@@ -471,6 +482,11 @@ def test_relation_drift_trial_is_its_sweeps_trial_with_each_heads_auc():
         seed_everything(0); b = sg.relation_drift_trial(m, 64, 0, **fx)
         assert a['test_acc'] == b['test_acc'], m
         assert all(0.5 <= b[f'auc_{w}_{k}'] <= 1 for w in ('before', 'last', 'after') for k in sg.ATTRIBUTES), b
+        # 'before' is the untrained-on-triples model's AUC, head by head in attribute order, on the seed's test triples
+        seed_everything(0); net, _ = (sg.modular_model if m == sg.DRIFT_MODELS[0] else sg.freeze_control_model)(m, 0, 600, 1)
+        idx = sg.set_data(64, 0)['test'][0]
+        want = sg.head_auc(sg.triple_relations(net, sg.card_embeddings(0)[idx]), sg.set_bits(sg.deck()[1][idx]))
+        assert [b[f'auc_before_{k}'] for k in sg.ATTRIBUTES] == [float(u) for u in want], m
         assert b['auc_triples'] == len(sg.set_data(64, 0)['test'][0])           # every test triple of the seed is scored
     # the last evaluation's AUCs are those of the model training ended with: with the best kept at the last step, the same
     seed_everything(0); c = sg.relation_drift_trial(sg.DRIFT_MODELS[0], 64, 0, **{**fx, 'epochs': 1})
