@@ -162,6 +162,7 @@ class DualAttention(nn.Module):
                  head_type: str = 'ra',              # 'ra' relational attention, 'rca' the Abstractor's RCA (App. D)
                  rope: bool = False, rope_base: float = 10000.0,
                  bias: bool = True,                  # bias in the attention, symbol and output projections
+                 out_bias: bool | None = None,       # bias in the output projections alone (None: as `bias`)
                  rel_bias: bool = False,             # bias in the relation maps: off, as the official code (it adds bᵀW y, a sender-only term)
                  attn_dropout: float = 0.0,          # dropout on the attention probabilities (the official placement; ours: 0)
                  out_dropout: float = 0.0):          # dropout on each head type's output projection (the official placement; ours: 0)
@@ -181,6 +182,8 @@ class DualAttention(nn.Module):
         if rope and self.head_dim % 2: raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
         check_positive(rope_base, 'rope_base', integer=False, finite=True)
         if not isinstance(rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {rel_bias!r}")
+        if out_bias is not None and not isinstance(out_bias, bool): raise ValueError(f"out_bias must be a bool or None, got {out_bias!r}")
+        ob = bias if out_bias is None else out_bias
         for k, v in dict(attn_dropout=attn_dropout, out_dropout=out_dropout).items():
             check_finite(v, k, lo=0, hi=1, hi_open=True)
         self.attn_dropout, self.out_dropout = float(attn_dropout), float(out_dropout)
@@ -190,11 +193,11 @@ class DualAttention(nn.Module):
         kv = lambda h: (n_kv_heads or h) * hd
         if n_heads_sa:
             self.sa_q, self.sa_k = nn.Linear(d_model, n_heads_sa * hd, bias=bias), nn.Linear(d_model, kv(n_heads_sa), bias=bias)
-            self.sa_v, self.sa_o = nn.Linear(d_model, kv(n_heads_sa), bias=bias), nn.Linear(n_heads_sa * hd, n_heads_sa * hd, bias=bias)
+            self.sa_v, self.sa_o = nn.Linear(d_model, kv(n_heads_sa), bias=bias), nn.Linear(n_heads_sa * hd, n_heads_sa * hd, bias=ob)
         if n_heads_ra:
             self.ra_q, self.ra_k = nn.Linear(d_model, n_heads_ra * hd, bias=bias), nn.Linear(d_model, kv(n_heads_ra), bias=bias)
             # W_s is grouped like the keys (official: wv has n_kv_heads·d_h outputs, repeated over the query heads)
-            self.ra_s, self.ra_o = nn.Linear(d_model, kv(n_heads_ra), bias=bias), nn.Linear(n_heads_ra * hd, n_heads_ra * hd, bias=bias)
+            self.ra_s, self.ra_o = nn.Linear(d_model, kv(n_heads_ra), bias=bias), nn.Linear(n_heads_ra * hd, n_heads_ra * hd, bias=ob)
             self.n_rel = check_positive(n_heads_ra if n_relations is None else n_relations, 'n_relations')   # 0 is refused, not a default
             self.rel_dim = check_positive((hd * n_heads_ra) // self.n_rel if rel_proj_dim is None else rel_proj_dim, 'rel_proj_dim')
             if head_type == 'ra':
@@ -457,6 +460,8 @@ class DATConfig:
     dropout: float = 0.0
     dropout_placement: str = 'ours'       # 'ours' (each residual branch, MLP hidden, input) or 'official' (encoder blocks; below)
     bias: bool = True                     # bias in attention, symbol, output and MLP projections
+    attn_bias: str | None = None          # the attention projections' biases alone: None as `bias`; 'all'; 'none'; 'out' (output
+                                          # projections only, as the official Transformer blocks; the official DAT blocks: 'none')
     rel_bias: bool = False                # bias in the relation maps (official: none; a bias adds a sender-only term)
     n_heads_cross: int | None = None      # decoder cross-attention heads (default n_heads_sa + n_heads_ra)
 
@@ -468,6 +473,7 @@ class DATConfig:
         check_choice(self.pos_enc, 'pos_enc', ('learned', 'sinusoidal', 'rope', 'none'))
         check_choice(self.norm_type, 'norm_type', ('layernorm', 'rmsnorm')); check_choice(self.activation, 'activation', ('relu', 'gelu', 'swiglu'))
         if not isinstance(self.rel_bias, bool): raise ValueError(f"rel_bias must be a bool, got {self.rel_bias!r}")
+        check_choice(self.attn_bias, 'attn_bias', (None, 'all', 'none', 'out'))
         check_finite(self.dropout, 'dropout', lo=0, hi=1, hi_open=True)
         check_choice(self.dropout_placement, 'dropout_placement', DROPOUT_PLACEMENTS)
         n_h = self.n_heads_sa + self.n_heads_ra
@@ -477,11 +483,15 @@ class DATConfig:
 
     @property
     def ff(self) -> int: return 4 * self.d_model if self.d_ff is None else self.d_ff
+    def attn_biases(self) -> tuple[bool, bool]:
+        "(bias of the query, key, value and symbol projections, bias of the output projections) in attention."
+        mode = self.attn_bias or ('all' if self.bias else 'none')
+        return mode == 'all', mode in ('all', 'out')
     def attention(self) -> DualAttention:
         return DualAttention(self.d_model, self.n_heads_sa, self.n_heads_ra, n_relations=self.n_relations,
                              rel_proj_dim=self.rel_proj_dim, symmetric_rels=self.symmetric_rels, n_kv_heads=self.n_kv_heads,
-                             head_type=self.head_type, rope=self.pos_enc == 'rope', bias=self.bias,
-                             rel_bias=self.rel_bias, **({} if self.dropout_placement == 'ours' else
+                             head_type=self.head_type, rope=self.pos_enc == 'rope', bias=self.attn_biases()[0],
+                             out_bias=self.attn_biases()[1], rel_bias=self.rel_bias, **({} if self.dropout_placement == 'ours' else
                                                          dict(attn_dropout=self.dropout, out_dropout=self.dropout)))
     def symbol_retriever(self) -> nn.Module | None:
         "One shared retriever per model (None for a standard Transformer)."
@@ -492,11 +502,12 @@ class DATConfig:
 
 class CrossAttention(nn.Module):
     "Standard multi-head cross-attention (decoder → encoder memory) through SDPA, with a memory padding mask."
-    def __init__(self, d_model: int, n_heads: int, bias: bool = True):
+    def __init__(self, d_model: int, n_heads: int, bias: bool = True, out_bias: bool | None = None):   # out_bias None: as `bias`
         super().__init__()
         if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads_cross={n_heads}")
         self.h = n_heads
-        self.q, self.kv, self.o = nn.Linear(d_model, d_model, bias=bias), nn.Linear(d_model, 2 * d_model, bias=bias), nn.Linear(d_model, d_model, bias=bias)
+        self.q, self.kv = nn.Linear(d_model, d_model, bias=bias), nn.Linear(d_model, 2 * d_model, bias=bias)
+        self.o = nn.Linear(d_model, d_model, bias=bias if out_bias is None else out_bias)
     def forward(self, x, memory, memory_mask=None):
         b, n, d = x.shape
         q = _heads(self.q(x), self.h); k, v = (_heads(t, self.h) for t in self.kv(memory).chunk(2, -1))
@@ -509,7 +520,7 @@ class DATBlock(nn.Module):
         super().__init__()
         self.norm_first = cfg.norm_first
         self.attn, self.norm1 = cfg.attention(), make_norm(cfg.norm_type, cfg.d_model)
-        self.cross = CrossAttention(cfg.d_model, cfg.n_heads_cross or cfg.n_heads_sa + cfg.n_heads_ra, cfg.bias) if cross else None
+        self.cross = CrossAttention(cfg.d_model, cfg.n_heads_cross or cfg.n_heads_sa + cfg.n_heads_ra, *cfg.attn_biases()) if cross else None
         self.norm_c = make_norm(cfg.norm_type, cfg.d_model) if cross else None
         official = cfg.dropout_placement == 'official'
         if official and cross:

@@ -173,12 +173,15 @@ def dat_math_protocol(profile: str | None = None) -> DATMathProtocol:
         profile=profile)
 
 def dat_math_model(model: str, n_layers: int) -> DATSeq2Seq:
-    "App. C.2: post-norm, ReLU, d_ff = 2d, dropout 0.1, sinusoidal positions, 8 heads in total; position-relative symbols, one library shared by all layers of encoder and decoder."
+    """App. C.2: post-norm, ReLU, d_ff = 2d, dropout 0.1, sinusoidal positions, 8 heads in total; position-relative symbols,
+    one library shared by all layers of encoder and decoder. Attention biases as the official blocks (seq2seq_models.py at
+    b7da583): the Transformers' on the output projections only, the DATs' none; the feed-forward layers keep theirs."""
     check_choice(model, 'model', tuple(MATH_DAT_MODELS))
     d, esa, era, dsa, dra = MATH_DAT_MODELS[model]
     base = DATConfig(d_model=d, d_ff=2 * d, n_layers=n_layers, activation='relu', norm_first=False, pos_enc='sinusoidal',
                      dropout=0.1, max_len=256, symbol_type='position_relative',   # relation maps without bias (official)
-                     max_rel_pos=MAX_Q + 1)   # the official max_q_len (161): no distance within a question is clipped
+                     max_rel_pos=MAX_Q + 1,   # the official max_q_len (161): no distance within a question is clipped
+                     attn_bias='none' if model.startswith('DAT') else 'out')
     return DATSeq2Seq(VOCAB_SIZE, VOCAB_SIZE, replace(base, n_heads_sa=esa, n_heads_ra=era),
                       replace(base, n_heads_sa=dsa, n_heads_ra=dra), pad_id=PAD, share_symbols=True)
 

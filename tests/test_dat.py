@@ -86,6 +86,18 @@ def test_relations_have_no_sender_only_term(extra):
     assert DATConfig(d_model=32, n_heads_sa=2, n_heads_ra=2, rel_bias=True).attention().rel_q.bias is not None
     with pytest.raises(ValueError, match='rel_bias must be a bool'): DualAttention(32, 2, 2, rel_bias=1)
     with pytest.raises(ValueError, match='rel_bias must be a bool'): DATConfig(rel_bias='yes')
+    # attn_bias: which attention projections carry a bias (None follows `bias`; the MLP always follows `bias`)
+    has = lambda lin: lin.bias is not None
+    for mode, (qkv, out) in {None: (True, True), 'all': (True, True), 'out': (False, True), 'none': (False, False)}.items():
+        cfg = DATConfig(d_model=32, n_layers=1, n_heads_sa=2, n_heads_ra=2, attn_bias=mode)
+        a = cfg.attention()
+        assert [has(a.sa_q), has(a.sa_k), has(a.sa_v), has(a.ra_q), has(a.ra_k), has(a.ra_s)] == [qkv] * 6, mode
+        assert [has(a.sa_o), has(a.ra_o)] == [out] * 2 and a.rel_q.bias is None, mode
+        dec = DATSeq2Seq(11, 11, cfg, cfg).decoder.blocks[0]
+        assert [has(dec.cross.q), has(dec.cross.kv), has(dec.cross.o)] == [qkv, qkv, out] and has(dec.mlp.w1), mode
+    assert DATConfig(d_model=32, bias=False).attn_biases() == (False, False)
+    with pytest.raises(ValueError, match='attn_bias must be one of'): DATConfig(attn_bias='q')
+    with pytest.raises(ValueError, match='out_bias must be a bool or None'): DualAttention(32, 2, 2, out_bias='yes')
 
 
 def test_vidat_front_end_as_the_official_vision_model():

@@ -69,6 +69,19 @@ def test_relation_bias_of_each_experiment_is_explicit():
     assert isinstance(vit.embed.norm_in, torch.nn.LayerNorm) and isinstance(vit.head[0], torch.nn.LayerNorm) and vit.pool == 'mean'   # App. C.3: average pooling
 
 
+def test_math_models_have_the_official_attention_biases_and_counts():
+    "As the official blocks (seq2seq_models.py at b7da583): Transformer attention biased on its outputs only, DAT's not at all; the counts are the official code's."
+    from relbook.abstractor import count_params
+    official = {('Transformer', 2): 697_954, ('Transformer+', 3): 1_294_802, ('DAT', 2): 755_426, ('DAT', 4): 1_431_778}   # built from the official code
+    assert {k: count_params(dat_math_model(*k)) for k in official} == official
+    for m, out in (('Transformer', True), ('DAT', False)):
+        net = dat_math_model(m, 2)
+        enc, dec = net.encoder.blocks[0], net.decoder.blocks[0]
+        assert enc.attn.sa_q.bias is None and enc.attn.sa_k.bias is None and dec.cross.q.bias is None and dec.cross.kv.bias is None
+        assert (enc.attn.sa_o.bias is not None) == out and (dec.cross.o.bias is not None) == out, m
+        assert enc.mlp.w1.bias is not None and dec.mlp.w2.bias is not None                      # the feed-forward layers keep theirs
+
+
 def test_math_dat_shares_one_symbol_library():
     "App. C.2: one position-relative symbol library for every layer of encoder and decoder (counted once)."
     net = dat_math_model('DAT (RA decoder)', 2)
