@@ -459,7 +459,7 @@ class DATConfig:
     activation: str = 'swiglu'            # 'relu', 'gelu', 'swiglu'
     dropout: float = 0.0
     dropout_placement: str = 'ours'       # 'ours' (each residual branch, MLP hidden, input) or 'official' (encoder blocks; below)
-    bias: bool = True                     # bias in attention, symbol, output and MLP projections
+    bias: bool = True                     # bias in the MLP projections, and in the attention's unless attn_bias says otherwise
     attn_bias: str | None = None          # the attention projections' biases alone: None as `bias`; 'all'; 'none'; 'out' (output
                                           # projections only, as the official Transformer blocks; the official DAT blocks: 'none')
     rel_bias: bool = False                # bias in the relation maps (official: none; a bias adds a sender-only term)
@@ -504,6 +504,8 @@ class CrossAttention(nn.Module):
     "Standard multi-head cross-attention (decoder → encoder memory) through SDPA, with a memory padding mask."
     def __init__(self, d_model: int, n_heads: int, bias: bool = True, out_bias: bool | None = None):   # out_bias None: as `bias`
         super().__init__()
+        if not isinstance(bias, bool): raise ValueError(f"bias must be a bool, got {bias!r}")
+        if out_bias is not None and not isinstance(out_bias, bool): raise ValueError(f"out_bias must be a bool or None, got {out_bias!r}")
         if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads_cross={n_heads}")
         self.h = n_heads
         self.q, self.kv = nn.Linear(d_model, d_model, bias=bias), nn.Linear(d_model, 2 * d_model, bias=bias)

@@ -96,6 +96,12 @@ def test_relations_have_no_sender_only_term(extra):
         dec = DATSeq2Seq(11, 11, cfg, cfg).decoder.blocks[0]
         assert [has(dec.cross.q), has(dec.cross.kv), has(dec.cross.o)] == [qkv, qkv, out] and has(dec.mlp.w1), mode
     assert DATConfig(d_model=32, bias=False).attn_biases() == (False, False)
+    off = DATConfig(d_model=32, n_layers=1, n_heads_sa=2, n_heads_ra=2, bias=False, attn_bias='out')   # attn_bias wins over bias
+    assert off.attn_biases() == (False, True) and has(off.attention().sa_o) and not has(off.attention().sa_q)
+    assert not has(DATSeq2Seq(11, 11, off, off).decoder.blocks[0].mlp.w1)                              # ... the MLP follows bias
+    from relbook.dat import CrossAttention
+    with pytest.raises(ValueError, match='out_bias must be a bool or None'): CrossAttention(32, 4, out_bias='yes')
+    with pytest.raises(ValueError, match='bias must be a bool'): CrossAttention(32, 4, bias='no')
     with pytest.raises(ValueError, match='attn_bias must be one of'): DATConfig(attn_bias='q')
     with pytest.raises(ValueError, match='out_bias must be a bool or None'): DualAttention(32, 2, 2, out_bias='yes')
 
