@@ -763,6 +763,7 @@ def shift_removed_acc(margin: torch.Tensor, y: torch.Tensor, shift: float) -> fl
     (tp′ + 1 − fp) / 2. With `shift` the SETs' mean shift, this takes away their mean separation from the non-SETs, so it
     brings any model near chance, one that learns SET included: it asks whether anything beyond that shift is needed."""
     sz = check_shape(margin, 'margin', ('n',)); check_shape(y, 'y', ('n',), sz); check_finite(shift, 'shift')
+    if not torch.isfinite(margin).all(): raise ValueError("margin must be finite (a NaN margin is no call)")
     if not ((y == 1).any() and (y == 0).any()): raise ValueError("y must hold both labels (1 = SET, 0 = not)")
     tp = float((margin[y == 1] - shift > 0).float().mean()); fp = float((margin[y == 0] > 0).float().mean())
     return (tp + 1 - fp) / 2

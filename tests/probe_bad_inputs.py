@@ -236,7 +236,8 @@ def _set_game():
     from relbook.abstractor import AbstractorClassifier
     from relbook.set_game import (is_set, set_bits, card_index, mean_acc, EmbedderConfig, split_triples, transplant_relation,
                                   pair_data, deck, set_model, SET_ABSTRACTOR, official_embedder, OfficialPairAbstractor,
-                                  OfficialModularAbstractor, transplant_pair_relation)
+                                  OfficialModularAbstractor, transplant_pair_relation, all_triples, set_payback,
+                                  shift_removed_acc, order_averaged_margin)
     attrs = deck()[1]
     A = attrs[torch.tensor([[0, 40, 80], [0, 1, 2]])]                                  # (2, 3, 4) attribute triples
     def bad_value(v, dtype=None):
@@ -269,6 +270,19 @@ def _set_game():
     add('set_game', 'pair_data: attributes (81, 3)', 'bad', lambda: pair_data(attrs[:, :3], 0, 10), 'attrs')
     add('set_game', 'pair_data(attribute=True)', 'bad', lambda: pair_data(attrs, True, 10), 'attribute')
     add('set_game', 'pair_data: valid', 'valid', lambda: pair_data(attrs, 0, 10)[1].float())
+    T = all_triples()
+    add('set_game', 'set_payback: NaN margin', 'nan', lambda: torch.tensor(list(set_payback(torch.full((len(T),), nan), split_triples(0)).values())), 'margin')
+    add('set_game', 'set_payback: margin (10,)', 'bad', lambda: set_payback(torch.zeros(10), split_triples(0)), 'margin')
+    add('set_game', 'set_payback: pools a list', 'bad', lambda: set_payback(torch.randn(len(T)), [split_triples(0)]), 'pools')
+    mg, yy = torch.tensor([1.0, -1.0, 0.5, -0.5]), torch.tensor([1, 1, 0, 0])
+    add('set_game', 'shift_removed_acc: NaN margin', 'nan', lambda: torch.tensor(shift_removed_acc(torch.full((4,), nan), yy, 0.0)), 'margin')
+    add('set_game', 'shift_removed_acc(shift=nan)', 'bad', lambda: shift_removed_acc(mg, yy, nan), 'shift')
+    add('set_game', 'shift_removed_acc: one label', 'bad', lambda: shift_removed_acc(mg, torch.ones(4, dtype=torch.long), 0.0), 'y')
+    add('set_game', 'shift_removed_acc: valid', 'valid', lambda: torch.tensor(shift_removed_acc(mg, yy, -2.0)))
+    net = set_model('CoRelNet')
+    add('set_game', 'order_averaged_margin: float idx', 'bad', lambda: order_averaged_margin(net, 'CoRelNet', T[:5].float()), 'idx')
+    add('set_game', 'order_averaged_margin: card 81', 'bad', lambda: order_averaged_margin(net, 'CoRelNet', T[:5] + 81), 'idx')
+    add('set_game', 'order_averaged_margin: unknown model', 'bad', lambda: order_averaged_margin(net, 'MLP', T[:5]), 'model')
 
 
 # --- tpr -----------------------------------------------------------------------------------------
@@ -392,9 +406,15 @@ def _dat():
     for v in (-1.0, nan, inf):
         add('dat', f'DualAttention(rope_base={v})', 'bad', lambda v=v: DualAttention(16, 2, 2, rope=True, rope_base=v), 'rope_base')
     add('dat', 'rope_angles(base=-1)', 'bad', lambda: rope_angles(torch.arange(3), 4, -1.0), 'base')
+    add('dat', "DualAttention(out_bias='yes')", 'bad', lambda: DualAttention(16, 2, 2, out_bias='yes'), 'out_bias')
+    from relbook.dat import CrossAttention
+    add('dat', 'CrossAttention(out_bias=1)', 'bad', lambda: CrossAttention(16, 2, out_bias=1), 'out_bias')
+    add('dat', "CrossAttention(bias='no')", 'bad', lambda: CrossAttention(16, 2, bias='no'), 'bias')
     for k, v in dict(d_ff=0, n_relations=0, rel_proj_dim=0, n_kv_heads=0, n_heads_cross=0, max_rel_pos=0, n_symbols=0,
                      sym_heads=0, dropout=nan, d_model=0).items():
         add('dat', f'DATConfig({k}={v})', 'bad', lambda k=k, v=v: DATConfig(**{'d_model': 16, **{k: v}}).attention(), k)
+    for v in ('q', True, 'OUT'):
+        add('dat', f'DATConfig(attn_bias={v!r})', 'bad', lambda v=v: DATConfig(d_model=16, attn_bias=v), 'attn_bias')
     cfg = DATConfig(d_model=16, n_layers=1, n_heads_sa=1, n_heads_ra=1, max_len=16)
     st = DATStack(cfg)
     tensor_probes('dat', 'DATStack', st, mk, shape_bad=False)
