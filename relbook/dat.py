@@ -488,10 +488,11 @@ class DATConfig:
         mode = self.attn_bias or ('all' if self.bias else 'none')
         return mode == 'all', mode in ('all', 'out')
     def attention(self) -> DualAttention:
+        bias, out_bias = self.attn_biases()
         return DualAttention(self.d_model, self.n_heads_sa, self.n_heads_ra, n_relations=self.n_relations,
                              rel_proj_dim=self.rel_proj_dim, symmetric_rels=self.symmetric_rels, n_kv_heads=self.n_kv_heads,
-                             head_type=self.head_type, rope=self.pos_enc == 'rope', bias=self.attn_biases()[0],
-                             out_bias=self.attn_biases()[1], rel_bias=self.rel_bias, **({} if self.dropout_placement == 'ours' else
+                             head_type=self.head_type, rope=self.pos_enc == 'rope', bias=bias,
+                             out_bias=out_bias, rel_bias=self.rel_bias, **({} if self.dropout_placement == 'ours' else
                                                          dict(attn_dropout=self.dropout, out_dropout=self.dropout)))
     def symbol_retriever(self) -> nn.Module | None:
         "One shared retriever per model (None for a standard Transformer)."
