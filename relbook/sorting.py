@@ -211,9 +211,10 @@ def plateau_protocol(profile: str | None = None) -> tuple[dict, int, int | None]
     Both, since 2026-11-28: the three models at 250 sequences, the smallest size, where patience stopped every run of both
     sweeps at its first chance, and where the quick Abstractor, trained on seed 0's data from two other draws of its
     initial weights, left the plateau and sorted (the note after the one-model cell). Listed first, so that a run of the check does them first.
-    quick, since 2026-11-29: also Figure 5b's Abstractor (a) from scratch (our input scales) at 250 and 500 sequences, where
-    patience stopped every `gpu` run of it on a plateau near 0 (listed last)."""
-    decisive = ({'Abstractor': [250], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500]}, 5, None)
+    quick, since 2026-11-29, and gpu, since 2026-11-30: also Figure 5b's Abstractor (a) from scratch (our input scales) at 250
+    and 500 sequences, where patience stopped every `gpu` run of it on a plateau near 0 (listed last). Without them at gpu,
+    the `quick` check's finding at 500 would stand in for ever: only a profile's own check clears a cell (`_wanting`)."""
+    decisive = ({'Abstractor': [250], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500], 'Abstractor (a)': [250, 500]}, 5, None)
     return by_profile(smoke=({'Abstractor': [sorting_protocol('smoke').sizes[0]]}, 1, PLATEAU_STEPS),
                       quick=({'Abstractor': [250, 500], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500],
                               'Abstractor (a)': [250, 500]}, 3, PLATEAU_STEPS),

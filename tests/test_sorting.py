@@ -162,7 +162,8 @@ def test_plateau_check_keeps_its_budget(monkeypatch):
     assert (seen[1].max_steps, seen[1].patience, seen[1].monitor) == (so.PLATEAU_STEPS, None, 'loss') and so.PLATEAU_STEPS == 10_000
     assert (seen[2].max_steps, seen[2].patience, seen[2].monitor) == (20_000, None, 'loss')
     cells, seeds, cap = so.plateau_protocol('gpu')
-    assert cells == {'Abstractor': [250], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500]} and seeds == 5 and cap is None
+    assert cells == {'Abstractor': [250], 'Ablation': [250, 1000, 500], 'Transformer': [250, 500], 'Abstractor (a)': [250, 500]}
+    assert list(cells)[-1] == 'Abstractor (a)' and seeds == 5 and cap is None     # Figure 5b's model last, the whole budget
     cells, seeds, cap = so.plateau_protocol('quick')
     assert cells['Ablation'] == [250, 1000, 500] and all(cells[m] == [250, 500] for m in ('Abstractor', 'Transformer', 'Abstractor (a)'))
     assert list(cells)[-1] == 'Abstractor (a)' and set(cells) <= set(so.PLATEAU_MODELS)                # Figure 5b's model last
