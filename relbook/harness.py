@@ -22,12 +22,13 @@ from .core import (PROFILES, get_profile, using_profile, seed_everything, get_de
                           cuda_graphs_on, to_device, _is_ids, device_name)
 
 # %% auto #0
-__all__ = ['GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes', 'eval_batches', 'Task',
-           'Classification', 'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig', 'make_optimizer',
-           'autocast_for', 'make_scheduler', 'FitResult', 'adam_eps_effect', 'SweepIntercepted', 'BudgetExhausted',
-           'TrialWouldOverrun', 'deadline', 'stored_only', 'time_budget', 'graph_refusal', 'GraphFallback', 'tf32_for',
-           'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for', 'model_lock', 'run_sweep', 'record_weights',
-           'mark_retrained', 'weights_retrained', 'experiment', 'load_all_experiments', 'run_experiment', 'main']
+__all__ = ['LATER_FIELDS', 'GRAPH_TASKS', 'EXPERIMENTS', 'check_data', 'n_items', 'subset', 'batches', 'split_sizes',
+           'eval_batches', 'Task', 'Classification', 'Regression', 'Seq2Seq', 'LanguageModeling', 'TrainConfig',
+           'config_key', 'make_optimizer', 'autocast_for', 'make_scheduler', 'FitResult', 'adam_eps_effect',
+           'SweepIntercepted', 'BudgetExhausted', 'TrialWouldOverrun', 'deadline', 'stored_only', 'time_budget',
+           'graph_refusal', 'GraphFallback', 'tf32_for', 'fit', 'trial_key', 'ResultsStore', 'grid', 'store_for',
+           'model_lock', 'run_sweep', 'record_weights', 'mark_retrained', 'weights_retrained', 'experiment',
+           'load_all_experiments', 'run_experiment', 'main']
 
 # %% ../nbs/91_harness.ipynb #c005
 def check_data(data: Sequence[torch.Tensor], name: str = 'data') -> tuple[torch.Tensor, ...]:
@@ -201,6 +202,8 @@ class TrainConfig:
     patience: int | None = None       # evaluations without improvement before stopping (None: never)
     min_delta: float = 0.0            # an improvement of the monitored score by less than this does not reset patience
     baseline: float | None = None     # patience restarts only on scores that also beat this (Keras' baseline; None: no such bar)
+    start_from: int = 0               # evaluations that count for nothing: before the (start_from+1)-th, no score is a best model
+                                      # and patience does not run (Keras' start_from_epoch, counted in evaluations)
     tie_break: str | None = None      # a second validation metric, lower is better, that picks among models of equal `monitor`
                                       # score (e.g. several at accuracy 1.0); it does not reset patience (None: the first is kept)
     grad_clip: float | None = None    # clip the gradient norm to this value
@@ -223,6 +226,8 @@ class TrainConfig:
         for k in ('max_steps', 'eval_every', 'patience'):
             if getattr(self, k) is not None: check_positive(getattr(self, k), k)
         check_positive(self.eval_batch_size, 'eval_batch_size')
+        if isinstance(self.start_from, bool) or not isinstance(self.start_from, int) or self.start_from < 0:
+            raise ValueError(f"start_from must be an int >= 0 (evaluations before early stopping starts), got {self.start_from!r}")
         check_finite(self.min_delta, 'min_delta', lo=0)
         check_finite(self.min_lr_ratio, 'min_lr_ratio', lo=0, hi=1, hi_open=True)
         if self.baseline is not None: check_finite(self.baseline, 'baseline')
@@ -230,6 +235,12 @@ class TrainConfig:
             raise ValueError(f"tie_break must be a metric name (str) or None, got {self.tie_break!r}")
         if self.grad_clip is not None: check_positive(self.grad_clip, 'grad_clip', integer=False, finite=True)   # a negative clip would train uphill
         check_seconds(self.checkpoint_secs, 'checkpoint_secs')
+
+LATER_FIELDS = {'start_from': 0}   # TrainConfig fields added after models were cached under keys of the config (their defaults)
+
+def config_key(cfg: TrainConfig) -> dict:
+    "`asdict(cfg)` without the fields added later while they keep their defaults: cache keys made before them stay valid."
+    return {k: v for k, v in asdict(cfg).items() if not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | None = None,
                    capturable: bool = False) -> torch.optim.Optimizer:
@@ -394,7 +405,7 @@ def _fit_id(model, train, cfg) -> str:
     path, and one must not resume from the other's state. Not the task's class: a wrapper of the same loss resumes."""
     spec = dict(model=[(k, list(v.shape)) for k, v in model.state_dict().items()],
                 train=[(list(t.shape), str(t.dtype)) for t in train],
-                cfg={k: v for k, v in asdict(cfg).items() if k not in ('checkpoint_secs', 'eval_batch_size')   # these change no step
+                cfg={k: v for k, v in config_key(cfg).items() if k not in ('checkpoint_secs', 'eval_batch_size')   # these change no step
                      and not (k == 'min_lr_ratio' and v == 0)})   # added later: at its default, the ids of earlier fits stay valid
     return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -539,6 +550,8 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint, in
     dl, amp = deadline(), autocast_for(cfg, device)
     per_epoch = math.ceil(n / cfg.batch_size)
     max_steps, eval_every = cfg.max_steps or cfg.max_epochs * per_epoch, cfg.eval_every or per_epoch
+    if cfg.start_from >= (n_evals := math.ceil(max_steps / eval_every)):   # no evaluation would count: no best model
+        raise ValueError(f"start_from ({cfg.start_from}) must be below the fit's number of evaluations ({n_evals})")
     sched = make_scheduler(opt, cfg, max_steps)
     if (probe := _fit_probe.get()) is not None:     # a cost probe measures this fit's steps instead of training
         res = probe(model=model, task=task, train=train, val=val, cfg=cfg, opt=opt, sched=sched, amp=amp, gen=gen,
@@ -598,15 +611,16 @@ def _fit(model, task, train, val, cfg, *, device, seed, progress, checkpoint, in
                 rec.update(extra)
             run_sum.zero_(); st['run_n'] = 0; st['history'].append(rec); score = rec[key]
             if not math.isfinite(score): raise FloatingPointError(f"{key} is {score} at step {st['step']}: no best model can be chosen")
-            tied = (tie is not None and score == st['best_score']
-                    and (st['best_tie'] is None or rec[tie] < st['best_tie']))    # equal score, lower tie-break metric
-            if st['best_score'] is None or better(score, st['best_score']) or tied:
-                st.update(best_score=score, best_step=st['step'], best_tie=rec[tie] if tie else None,
-                          best_state={k: v.detach().clone() for k, v in model.state_dict().items()})
-            if st['ref'] is None or counts(score, st['ref']):      # ref: the score patience counts from
-                st['ref'] = score
-                st['bad'] = 0 if cfg.baseline is None or counts(score, cfg.baseline) else st['bad'] + 1   # Keras: below the baseline, the count runs on
-            else: st['bad'] += 1
+            if len(st['history']) > cfg.start_from:                  # Keras' start_from_epoch: earlier evaluations count for nothing
+                tied = (tie is not None and score == st['best_score']
+                        and (st['best_tie'] is None or rec[tie] < st['best_tie']))    # equal score, lower tie-break metric
+                if st['best_score'] is None or better(score, st['best_score']) or tied:
+                    st.update(best_score=score, best_step=st['step'], best_tie=rec[tie] if tie else None,
+                              best_state={k: v.detach().clone() for k, v in model.state_dict().items()})
+                if st['ref'] is None or counts(score, st['ref']):      # ref: the score patience counts from
+                    st['ref'] = score
+                    st['bad'] = 0 if cfg.baseline is None or counts(score, cfg.baseline) else st['bad'] + 1   # Keras: below the baseline, the count runs on
+                else: st['bad'] += 1
             bar.set_postfix({key: f'{score:.4g}'})
             st['stopped_early'] = cfg.patience is not None and st['bad'] >= cfg.patience
             if ckpt is not None and (time.perf_counter() - last_save > cfg.checkpoint_secs):

@@ -22,22 +22,23 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'RELATION_DIMS', 'CORELNETS', 'SECTION_1', 'SECTION_2',
            'OFFICIAL_SYMBOLIC_100', 'SET_MIN_DELTA', 'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS',
-           'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'DRIFT_MODELS', 'render_card',
-           'check_attrs', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits', 'augment_cards',
-           'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set', 'all_triples',
-           'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits', 'SymbolicMLP',
-           'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
+           'OFFICIAL_TRAININGS', 'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'DRIFT_MODELS',
+           'render_card', 'check_attrs', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits',
+           'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set',
+           'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits',
+           'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
            'set_classification_trial', 'classification_trials', 'set_classification_experiment', 'mean_acc',
            'official_triples', 'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats',
-           'set_sampling_trial', 'set_sampling_control_experiment', 'set_relation_dims_experiment',
-           'shares_training_pair', 'pair_rates', 'order_averaged_margin', 'set_payback', 'shift_removed_acc',
-           'pair_bias_trial', 'set_pair_bias_experiment', 'train_pair_classifiers', 'pretrain_relations',
-           'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment', 'sigmoid_relation',
-           'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor', 'transplant_pair_relation',
-           'pretrain_official_relations', 'official_modular_model', 'fit_modular', 'set_modular_official_trial',
-           'set_modular_official_experiment', 'freeze_control_model', 'set_modular_freeze_trial',
-           'set_modular_freeze_experiment', 'head_auc', 'triple_relations', 'relation_drift_trial',
-           'set_relation_drift_experiment']
+           'set_sampling_trial', 'kind_accuracy', 'set_sampling_control_experiment', 'official_corelnet',
+           'official_stopping', 'official_training_trial', 'set_official_training_experiment',
+           'set_relation_dims_experiment', 'shares_training_pair', 'pair_rates', 'order_averaged_margin', 'set_payback',
+           'shift_removed_acc', 'pair_bias_trial', 'set_pair_bias_experiment', 'train_pair_classifiers',
+           'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment',
+           'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor',
+           'transplant_pair_relation', 'pretrain_official_relations', 'official_modular_model', 'fit_modular',
+           'set_modular_official_trial', 'set_modular_official_experiment', 'freeze_control_model',
+           'set_modular_freeze_trial', 'set_modular_freeze_experiment', 'head_auc', 'triple_relations',
+           'relation_drift_trial', 'set_relation_drift_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -552,12 +553,13 @@ def set_fit(**extra) -> dict:
 
 def fit_triples(net: nn.Module, model: str, n_train: int, seed: int, epochs: int, patience: int | None,
                 data: dict | None = None, min_delta: float = 0.0,     # data: index triples as set_data gives them (default: set_data(n_train, seed))
-                inspect=None) -> dict:                               # inspect: fit's hook, called at every evaluation
+                inspect=None,                                        # inspect: fit's hook, called at every evaluation
+                **cfg_kw) -> dict:                                   # other TrainConfig fields (e.g. the official early stopping's)
     "Train `net` on `n_train` triples of split `seed`; test accuracy and loss, best epoch, parameter count."
     E, attrs = card_embeddings(0), deck()[1]
     data = set_data(n_train, seed) if data is None else data
     data = {k: (_triple_inputs(model, i, E, attrs), y) for k, (i, y) in data.items()}
-    cfg = replace(SET_CFG, max_epochs=epochs, patience=patience, min_delta=min_delta)
+    cfg = replace(SET_CFG, max_epochs=epochs, patience=patience, min_delta=min_delta, **cfg_kw)
     res = fit(net, Classification(), data['train'], data['val'], cfg, seed=seed, progress=False, inspect=inspect)
     dev = next(net.parameters()).device
     test = Classification().evaluate(net, tuple(t.to(dev) for t in data['test']))
@@ -652,12 +654,15 @@ def set_sampling_trial(model: str, sampling: str, n_train: int, seed: int, epoch
     "One trial of the sampling control: Experiment 1's training on `sampling`'s triples; accuracy per kind of test triple."
     data, net = sampled_data(sampling, n_train, seed), set_model(model)
     out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta)     # net now holds its best weights
+    return {**out, **kind_accuracy(net, data), **leak_stats(data)}
+
+def kind_accuracy(net: nn.Module, data: dict) -> dict[str, float | None]:
+    "Test accuracy of a trained triple classifier on each kind of test triple: SETs seen in training, unseen SETs, non-SETs."
     (i, y), dev = data['test'], next(net.parameters()).device
     with torch.no_grad(): right = net.eval()(card_embeddings(0)[i].to(dev)).argmax(-1).cpu() == y
     seen = seen_sets(data)
     kinds = {'seen': seen, 'unseen': (y == 1) & ~seen, 'neg': y == 0}          # SETs seen in training, unseen SETs, non-SETs
-    acc = {f'test_acc_{k}': float(right[m].float().mean()) if m.any() else None for k, m in kinds.items()}
-    return {**out, **acc, **leak_stats(data)}
+    return {f'test_acc_{k}': float(right[m].float().mean()) if m.any() else None for k, m in kinds.items()}
 
 @experiment('set_sampling_control')
 def set_sampling_control_experiment() -> pd.DataFrame:
@@ -667,6 +672,46 @@ def set_sampling_control_experiment() -> pd.DataFrame:
     trials = grid(model=list(SET_MODELS), sampling=list(SAMPLINGS), n_train=sizes, seed=list(range(by_profile(1, 3, 10, gpu=10))))
     fixed = set_fit()
     return run_sweep('set_sampling_control', [{**t, **fixed} for t in trials], set_sampling_trial)
+
+# %% ../nbs/04_set.ipynb #setoft-def
+OFFICIAL_TRAININGS = ('book', 'official stopping', 'official model')   # how the training control trains a CoRelNet
+
+def official_corelnet(name: str, d: int = 64) -> CoRelNet:
+    '''The official notebook's `create_corelnet`: a trainable Dense(d) with bias on every card (its `source_embedder`), the
+    one-dimensional symmetric relation without bias, its softmax or none, Flatten -> Dense(2); every linear map initialised
+    as Keras' `Dense` (Glorot-uniform weights, zero bias).'''
+    check_choice(name, 'name', CORELNETS)
+    net = CoRelNet(d, 3, 2, symmetric=True, softmax=name == 'CoRelNet', embedder=nn.Linear(d, d), d_e=d)
+    net.head = nn.Linear(3 * 3, 2)                                            # the official readout: Flatten -> Dense(2)
+    for m in net.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            if m.bias is not None: nn.init.zeros_(m.bias)
+    return net
+
+def official_stopping() -> dict:
+    "The official early stopping as trial parameters: EarlyStopping(val_acc, patience=50, start_from_epoch=30), 200 epochs (smoke: 3)."
+    official = dict(epochs=200, patience=50, min_delta=0.0, start_from=30)
+    return by_profile(dict(epochs=3, patience=None, min_delta=0.0, start_from=0), official, official, gpu=official)
+
+def official_training_trial(model: str, training: str, n_train: int, seed: int, epochs: int, patience: int | None,
+                            min_delta: float = 0.0, start_from: int = 0) -> dict:
+    "One trial of the training control: a CoRelNet on the official sampling's triples, trained as `training` says."
+    check_choice(model, 'model', CORELNETS); check_choice(training, 'training', OFFICIAL_TRAININGS)
+    data = official_set_data(n_train, seed)
+    net = official_corelnet(model) if training == 'official model' else set_model(model)
+    stop = {} if training == 'book' else dict(monitor='acc', mode='max', start_from=start_from)   # the validation accuracy, Keras' way
+    out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta, **stop)
+    return {**out, 'used_budget': bool(out['epochs_run'] >= epochs), **kind_accuracy(net, data), **leak_stats(data)}
+
+@experiment('set_official_training')
+def set_official_training_experiment() -> pd.DataFrame:
+    "Control for §4.1: both CoRelNets on the official sampling, with Experiment 1's training, the official early stopping, and also the official model."
+    sizes = by_profile(smoke=[500, 2000], quick=[500, 2000, 5000], full=[500, 1000, 2000, 3000, 4000, 5000],
+                       gpu=[500, 1000, 2000, 3000, 4000, 5000])
+    book, off = set_fit(), official_stopping()
+    trials = grid(model=list(CORELNETS), training=list(OFFICIAL_TRAININGS), n_train=sizes, seed=list(range(by_profile(1, 5, 10, gpu=10))))
+    return run_sweep('set_official_training', [{**t, **(book if t['training'] == 'book' else off)} for t in trials], official_training_trial)
 
 # %% ../nbs/04_set.ipynb #dims-def
 @experiment('set_relation_dims')

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 from .core import by_profile, check_choice, check_positive, check_seed, get_profile, results_dir, get_device, atomic_write
-from .harness import Seq2Seq, TrainConfig, fit, grid, run_sweep, experiment, subset, store_for, model_lock, _rng_states, _set_rng_states
+from .harness import Seq2Seq, TrainConfig, config_key, fit, grid, run_sweep, experiment, subset, store_for, model_lock, _rng_states, _set_rng_states
 from .abstractor import AbstractorConfig, Seq2SeqConfig, make_seq2seq, count_params
 from .evidence import UPSTREAM_STILL, Evidence, claim, compare, conditions, convergence
 
@@ -224,7 +224,7 @@ def _cache_path(name: str, task: str, n_train: int, seed: int, cfg: TrainConfig,
     "Where a trained model of this exact configuration and data is kept (under results/checkpoints, git-ignored)."
     proto = sorting_protocol()
     spec = dict(name=name, task=task, n=n_train, seed=seed, n_pool=_pool_size(proto), n_val=proto.n_val,
-                cfg=asdict(cfg), model=repr(SORTING_MODELS[name]))
+                cfg=config_key(cfg), model=repr(SORTING_MODELS[name]))
     if scales != 'book': spec['scales'] = scales        # (our scales keep the keys the stored models were saved under)
     spec = json.dumps(spec, sort_keys=True, default=str)
     sub = 'sorting_pretrained' if task == 'pretrain' else 'sorting_models'   # the pre-trained ones travel home from a campaign
