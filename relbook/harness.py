@@ -240,6 +240,7 @@ LATER_FIELDS = {'start_from': 0}   # TrainConfig fields added after models were 
 
 def config_key(cfg: TrainConfig) -> dict:
     "`asdict(cfg)` without the fields added later while they keep their defaults: cache keys made before them stay valid."
+    if not isinstance(cfg, TrainConfig): raise ValueError(f"cfg must be a TrainConfig, got {type(cfg).__name__}")
     return {k: v for k, v in asdict(cfg).items() if not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | None = None,

@@ -283,6 +283,14 @@ def _set_game():
     add('set_game', 'order_averaged_margin: float idx', 'bad', lambda: order_averaged_margin(net, 'CoRelNet', T[:5].float()), 'idx')
     add('set_game', 'order_averaged_margin: card 81', 'bad', lambda: order_averaged_margin(net, 'CoRelNet', T[:5] + 81), 'idx')
     add('set_game', 'order_averaged_margin: unknown model', 'bad', lambda: order_averaged_margin(net, 'MLP', T[:5]), 'model')
+    from relbook.set_game import official_corelnet, official_training_trial
+    from relbook.harness import TrainConfig, config_key
+    add('set_game', "official_corelnet('Abstractor')", 'bad', lambda: official_corelnet('Abstractor'), 'name')
+    add('set_game', "official_training_trial(model='MLP')", 'bad', lambda: official_training_trial('MLP', 'book', 500, 0, 3, None), 'model')
+    add('set_game', "official_training_trial(training='keras')", 'bad', lambda: official_training_trial('CoRelNet', 'keras', 500, 0, 3, None), 'training')
+    for v in (-1, True, 1.5, '3'):
+        add('harness', f'TrainConfig(start_from={v!r})', 'bad', lambda v=v: TrainConfig(start_from=v), 'start_from')
+    add('harness', 'config_key(dict)', 'bad', lambda: config_key({'lr': 1e-3}), 'cfg')
 
 
 # --- tpr -----------------------------------------------------------------------------------------
