@@ -22,23 +22,23 @@ from .evidence import Evidence, at_largest, claim, compare, conditions, per_seed
 __all__ = ['COLORS', 'NUMBERS', 'SHADINGS', 'SHAPES', 'ATTRIBUTES', 'RGB', 'RENDER_VERSION', 'TRIPLE_SPLIT', 'PERMS3', 'PAIRS',
            'SET_ABSTRACTOR', 'SET_CFG', 'SET_MODELS', 'RELATION_DIMS', 'CORELNETS', 'SECTION_1', 'SECTION_2',
            'OFFICIAL_SYMBOLIC_100', 'SET_MIN_DELTA', 'SET_EPOCHS', 'OFFICIAL_SEQS', 'OFFICIAL_SPLIT', 'SAMPLINGS',
-           'OFFICIAL_TRAININGS', 'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR', 'FREEZE_CONTROL', 'DRIFT_MODELS',
-           'render_card', 'check_attrs', 'card_index', 'deck', 'EmbedderConfig', 'CardCNN', 'attribute_bits',
-           'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings', 'load_embedder', 'is_set',
-           'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data', 'unordered_key', 'set_bits',
-           'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation', 'set_fit', 'fit_triples',
-           'set_classification_trial', 'classification_trials', 'set_classification_experiment', 'mean_acc',
-           'official_triples', 'official_set_data', 'sampled_data', 'ordered_key', 'seen_sets', 'leak_stats',
-           'set_sampling_trial', 'kind_accuracy', 'set_sampling_control_experiment', 'official_corelnet',
-           'official_stopping', 'official_training_trial', 'set_official_training_experiment',
-           'set_relation_dims_experiment', 'shares_training_pair', 'pair_rates', 'order_averaged_margin', 'set_payback',
-           'shift_removed_acc', 'pair_bias_trial', 'set_pair_bias_experiment', 'train_pair_classifiers',
-           'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials', 'set_modular_experiment',
-           'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor', 'OfficialModularAbstractor',
-           'transplant_pair_relation', 'pretrain_official_relations', 'official_modular_model', 'fit_modular',
-           'set_modular_official_trial', 'set_modular_official_experiment', 'freeze_control_model',
-           'set_modular_freeze_trial', 'set_modular_freeze_experiment', 'head_auc', 'triple_relations',
-           'relation_drift_trial', 'set_relation_drift_experiment']
+           'OFFICIAL_TRAININGS', 'OFFICIAL_EMBEDDER', 'BIAS_MODELS', 'MODULAR_MODELS', 'OFFICIAL_MODULAR',
+           'FREEZE_CONTROL', 'DRIFT_MODELS', 'render_card', 'check_attrs', 'card_index', 'deck', 'EmbedderConfig',
+           'CardCNN', 'attribute_bits', 'augment_cards', 'AttributeBits', 'train_embedder', 'card_embeddings',
+           'load_embedder', 'is_set', 'all_triples', 'set_triples', 'split_triples', 'sample_triples', 'set_data',
+           'unordered_key', 'set_bits', 'SymbolicMLP', 'pair_data', 'corelnet', 'set_model', 'transplant_relation',
+           'set_fit', 'fit_triples', 'set_classification_trial', 'classification_trials',
+           'set_classification_experiment', 'mean_acc', 'official_triples', 'official_set_data', 'sampled_data',
+           'ordered_key', 'seen_sets', 'leak_stats', 'set_sampling_trial', 'kind_accuracy',
+           'set_sampling_control_experiment', 'official_corelnet', 'official_stopping', 'official_training_trial',
+           'set_official_training_experiment', 'set_relation_dims_experiment', 'shares_training_pair', 'pair_rates',
+           'order_averaged_margin', 'set_payback', 'shift_removed_acc', 'pair_bias_trial', 'set_pair_bias_experiment',
+           'train_pair_classifiers', 'pretrain_relations', 'modular_model', 'set_modular_trial', 'modular_trials',
+           'set_modular_experiment', 'sigmoid_relation', 'official_embedder', 'OfficialPairAbstractor',
+           'OfficialModularAbstractor', 'transplant_pair_relation', 'pretrain_official_relations',
+           'official_modular_model', 'fit_modular', 'set_modular_official_trial', 'set_modular_official_experiment',
+           'freeze_control_model', 'set_modular_freeze_trial', 'set_modular_freeze_experiment', 'head_auc',
+           'triple_relations', 'relation_drift_trial', 'set_relation_drift_experiment']
 
 # %% ../nbs/04_set.ipynb #c005
 COLORS = ('red', 'green', 'purple')
@@ -554,9 +554,10 @@ def set_fit(**extra) -> dict:
 def fit_triples(net: nn.Module, model: str, n_train: int, seed: int, epochs: int, patience: int | None,
                 data: dict | None = None, min_delta: float = 0.0,     # data: index triples as set_data gives them (default: set_data(n_train, seed))
                 inspect=None,                                        # inspect: fit's hook, called at every evaluation
+                E: torch.Tensor | None = None,                       # (81, d) card embeddings (default: card_embeddings(0))
                 **cfg_kw) -> dict:                                   # other TrainConfig fields (e.g. the official early stopping's)
     "Train `net` on `n_train` triples of split `seed`; test accuracy and loss, best epoch, parameter count."
-    E, attrs = card_embeddings(0), deck()[1]
+    E, attrs = (card_embeddings(0) if E is None else E), deck()[1]
     data = set_data(n_train, seed) if data is None else data
     data = {k: (_triple_inputs(model, i, E, attrs), y) for k, (i, y) in data.items()}
     cfg = replace(SET_CFG, max_epochs=epochs, patience=patience, min_delta=min_delta, **cfg_kw)
@@ -656,10 +657,12 @@ def set_sampling_trial(model: str, sampling: str, n_train: int, seed: int, epoch
     out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta)     # net now holds its best weights
     return {**out, **kind_accuracy(net, data), **leak_stats(data)}
 
-def kind_accuracy(net: nn.Module, data: dict) -> dict[str, float | None]:
-    "Test accuracy of a trained triple classifier on each kind of test triple: SETs seen in training, unseen SETs, non-SETs."
+def kind_accuracy(net: nn.Module, data: dict, E: torch.Tensor | None = None) -> dict[str, float | None]:
+    '''Test accuracy of a trained triple classifier on each kind of test triple: SETs seen in training, unseen SETs, non-SETs
+    (E: the card embeddings it reads, default card_embeddings(0)).'''
     (i, y), dev = data['test'], next(net.parameters()).device
-    with torch.no_grad(): right = net.eval()(card_embeddings(0)[i].to(dev)).argmax(-1).cpu() == y
+    E = card_embeddings(0) if E is None else E
+    with torch.no_grad(): right = net.eval()(E[i].to(dev)).argmax(-1).cpu() == y
     seen = seen_sets(data)
     kinds = {'seen': seen, 'unseen': (y == 1) & ~seen, 'neg': y == 0}          # SETs seen in training, unseen SETs, non-SETs
     return {f'test_acc_{k}': float(right[m].float().mean()) if m.any() else None for k, m in kinds.items()}
@@ -674,7 +677,10 @@ def set_sampling_control_experiment() -> pd.DataFrame:
     return run_sweep('set_sampling_control', [{**t, **fixed} for t in trials], set_sampling_trial)
 
 # %% ../nbs/04_set.ipynb #setoft-def
-OFFICIAL_TRAININGS = ('book', 'official stopping', 'official model')   # how the training control trains a CoRelNet
+OFFICIAL_TRAININGS = ('book', 'official stopping', 'official model', 'official embedder')   # how the training control trains a CoRelNet
+# the official notebook's SetEmbedder, as far as our procedural cards allow: 750 unaugmented card images, 50 epochs of
+# batch 32 (1,200 updates), Adam at Keras' default 1e-3; the same CNN as ours (its ff_dim1 = ff_dim2 = 64)
+OFFICIAL_EMBEDDER = EmbedderConfig(steps=1200, lr=1e-3, batch_size=32, shift=0.0, zoom=0.0, jitter=0.0, noise=0.0)
 
 def official_corelnet(name: str, d: int = 64) -> CoRelNet:
     '''The official notebook's `create_corelnet`: a trainable Dense(d) with bias on every card (its `source_embedder`), the
@@ -699,14 +705,16 @@ def official_training_trial(model: str, training: str, n_train: int, seed: int, 
     "One trial of the training control: a CoRelNet on the official sampling's triples, trained as `training` says."
     check_choice(model, 'model', CORELNETS); check_choice(training, 'training', OFFICIAL_TRAININGS)
     data = official_set_data(n_train, seed)
-    net = official_corelnet(model) if training == 'official model' else set_model(model)
+    net = official_corelnet(model) if training in ('official model', 'official embedder') else set_model(model)
+    E = card_embeddings(0, OFFICIAL_EMBEDDER) if training == 'official embedder' else card_embeddings(0)
     stop = {} if training == 'book' else dict(monitor='acc', mode='max', start_from=start_from)   # the validation accuracy, Keras' way
-    out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta, **stop)
-    return {**out, 'used_budget': bool(out['epochs_run'] >= epochs), **kind_accuracy(net, data), **leak_stats(data)}
+    out = fit_triples(net, model, n_train, seed, epochs, patience, data=data, min_delta=min_delta, E=E, **stop)
+    return {**out, 'used_budget': bool(out['epochs_run'] >= epochs), **kind_accuracy(net, data, E), **leak_stats(data)}
 
 @experiment('set_official_training')
 def set_official_training_experiment() -> pd.DataFrame:
-    "Control for §4.1: both CoRelNets on the official sampling, with Experiment 1's training, the official early stopping, and also the official model."
+    '''Control for §4.1: both CoRelNets on the official sampling, with Experiment 1's training, the official early stopping, that
+    with the official model, and that with the official embedder too.'''
     sizes = by_profile(smoke=[500, 2000], quick=[500, 2000, 5000], full=[500, 1000, 2000, 3000, 4000, 5000],
                        gpu=[500, 1000, 2000, 3000, 4000, 5000])
     book, off = set_fit(), official_stopping()
