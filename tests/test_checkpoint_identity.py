@@ -96,3 +96,21 @@ def test_a_resumed_fit_continues_its_tasks_draws(monkeypatch, tmp_path):
     H.fit(resumed, _Noisy(), _data(100), None, CFG, progress=False, checkpoint=ck)
     H.fit(whole, _Noisy(), _data(100), None, CFG, progress=False, checkpoint=None)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(resumed.parameters(), whole.parameters()))
+
+
+def test_a_fit_resumed_while_start_from_waits_ends_as_the_whole_fit(monkeypatch, tmp_path):
+    """`start_from` counts the evaluations in the fit's history, which the checkpoint keeps: a fit interrupted after an
+    evaluation that did not count ends, resumed, where the uninterrupted fit ends (same best model, same stop)."""
+    cfg = H.TrainConfig(lr=3e-3, batch_size=32, max_steps=60, eval_every=1, monitor='acc', mode='max', patience=3, start_from=5)
+    ck, val = tmp_path / 'trial.pt', _data(64)
+    monkeypatch.setenv('RELBOOK_DEADLINE', '1')
+    with pytest.raises(H.BudgetExhausted): H.fit(_net(), H.Classification(), _data(100), val, cfg, progress=False, checkpoint=ck)
+    monkeypatch.delenv('RELBOOK_DEADLINE')
+    saved = torch.load(ck, weights_only=False)
+    assert saved['step'] == 1 and len(saved['history']) == 1 and saved['best_state'] is None   # an uncounted evaluation
+    resumed, whole = _net(), _net()
+    res = H.fit(resumed, H.Classification(), _data(100), val, cfg, progress=False, checkpoint=ck)
+    ref = H.fit(whole, H.Classification(), _data(100), val, cfg, progress=False, checkpoint=None)
+    assert (res.best_step, res.steps, res.stopped_early) == (ref.best_step, ref.steps, ref.stopped_early)
+    assert res.best_step > cfg.start_from and [h['val_acc'] for h in res.history] == [h['val_acc'] for h in ref.history]
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(resumed.parameters(), whole.parameters()))
